@@ -1,0 +1,1 @@
+"""Lambda entry points for Postbox: thin handlers over the `postbox` domain package."""

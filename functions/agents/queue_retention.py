@@ -1,0 +1,18 @@
+"""Agent: delete archived queue messages past their retention."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from postbox.queues import retention
+
+from functions.observability import instrument
+
+logger, metrics, lambda_handler = instrument("queue-retention")
+
+
+@lambda_handler
+def handler(event: dict, context: Any) -> dict:
+    deleted = retention.sweep()
+    metrics.add_metric(name="ArchivedMessagesExpired", unit="Count", value=deleted)
+    return {"deleted": deleted}

@@ -1,0 +1,1 @@
+"""One Powertools resolver per surface; each module's `handler` is a Lambda entry point."""

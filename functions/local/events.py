@@ -1,0 +1,126 @@
+"""Build the API Gateway HTTP API (payload 2.0) events a request becomes, and read responses back.
+
+The local gateway and the handler tests both use these, so what the handlers see locally is
+what API Gateway would send them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl
+
+from functions.routes import Route
+
+_TEXT_TYPES = ("text/", "application/json", "application/xml", "application/javascript",
+               "application/x-www-form-urlencoded", "application/x-ndjson")
+
+
+def is_text(content_type: str | None) -> bool:
+    ct = (content_type or "").lower()
+    return not ct or ct.startswith(_TEXT_TYPES) or ct.endswith("+json") or ct.endswith("+xml")
+
+
+def _join(pairs: list[tuple[str, str]]) -> dict[str, str]:
+    """API Gateway folds repeated headers and query parameters into one comma-joined value."""
+    out: dict[str, str] = {}
+    for k, v in pairs:
+        out[k] = f"{out[k]},{v}" if k in out else v
+    return out
+
+
+def http_event(
+    method: str,
+    path: str,
+    *,
+    query: str = "",
+    headers: list[tuple[str, str]] | dict[str, str] | None = None,
+    body: bytes | str | None = None,
+    route: Route | None = None,
+    path_parameters: dict[str, str] | None = None,
+    authorizer: dict[str, Any] | None = None,
+    source_ip: str = "127.0.0.1",
+) -> dict[str, Any]:
+    pairs = list(headers.items()) if isinstance(headers, dict) else list(headers or [])
+    pairs = [(k.lower(), v) for k, v in pairs]
+    cookies = [c.strip() for k, v in pairs if k == "cookie" for c in v.split(";") if c.strip()]
+    header_map = _join([(k, v) for k, v in pairs if k != "cookie"])
+    now = time.time()
+    route_key = route.route_key if route else "$default"
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": route_key,
+        "rawPath": path,
+        "rawQueryString": query,
+        "headers": header_map,
+        "requestContext": {
+            "accountId": "000000000000",
+            "apiId": "local",
+            "domainName": header_map.get("host", "localhost"),
+            "domainPrefix": "local",
+            "http": {
+                "method": method.upper(),
+                "path": path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": source_ip,
+                "userAgent": header_map.get("user-agent", ""),
+            },
+            "requestId": uuid.uuid4().hex,
+            "routeKey": route_key,
+            "stage": "$default",
+            "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
+            "timeEpoch": int(now * 1000),
+        },
+        "isBase64Encoded": False,
+    }
+    if cookies:
+        event["cookies"] = cookies
+    if query:
+        event["queryStringParameters"] = _join(parse_qsl(query, keep_blank_values=True))
+    if path_parameters:
+        event["pathParameters"] = path_parameters
+    if authorizer is not None:
+        event["requestContext"]["authorizer"] = {"lambda": authorizer}
+    if body:
+        raw = body.encode() if isinstance(body, str) else body
+        if is_text(header_map.get("content-type")):
+            try:
+                event["body"] = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                event["body"], event["isBase64Encoded"] = base64.b64encode(raw).decode(), True
+        else:
+            event["body"], event["isBase64Encoded"] = base64.b64encode(raw).decode(), True
+    return event
+
+
+def authorizer_event(request: dict[str, Any], route_arn: str = "arn:aws:execute-api:local") -> dict[str, Any]:
+    """The REQUEST authorizer's event for a request event (payload 2.0)."""
+    return {**request, "type": "REQUEST", "routeArn": route_arn, "identitySource": []}
+
+
+@dataclass
+class HttpResponse:
+    status: int
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    body: bytes = b""
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def read_response(result: Any) -> HttpResponse:
+    """Turn a Lambda result into an HTTP answer as API Gateway does (payload 2.0 rules)."""
+    if not isinstance(result, dict) or "statusCode" not in result:
+        body = result if isinstance(result, str) else json.dumps(result)
+        return HttpResponse(200, [("content-type", "application/json")], body.encode())
+    headers = [(k.lower(), str(v)) for k, v in (result.get("headers") or {}).items()]
+    for k, values in (result.get("multiValueHeaders") or {}).items():
+        headers.extend((k.lower(), str(v)) for v in values)
+    headers.extend(("set-cookie", c) for c in result.get("cookies") or [])
+    body = result.get("body") or ""
+    raw = base64.b64decode(body) if result.get("isBase64Encoded") else body.encode()
+    return HttpResponse(int(result["statusCode"]), headers, raw)

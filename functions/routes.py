@@ -1,0 +1,95 @@
+"""The route table: every HTTP route Postbox serves and the function that serves it.
+
+One source of truth, read by the Pulumi program (one API Gateway route per row), by the local
+gateway (which matches requests against it exactly as API Gateway would) and by the tests that
+prove each function's resolver serves exactly its rows.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cached_property
+
+
+@dataclass(frozen=True)
+class Route:
+    """One API Gateway route: `METHOD /path/{param}` served by the function `function`."""
+
+    function: str
+    method: str
+    path: str
+
+    @property
+    def route_key(self) -> str:
+        return f"{self.method} {self.path}"
+
+    @property
+    def resolver_path(self) -> str:
+        """The same path in the Powertools resolver's `<param>` syntax."""
+        return re.sub(r"\{([A-Za-z_][A-Za-z0-9_]*)\+?\}", r"<\1>", self.path)
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        """A regex matching request paths, with named groups for the path parameters."""
+        out, pos = [], 0
+        for m in re.finditer(r"\{([A-Za-z_][A-Za-z0-9_]*)(\+?)\}", self.path):
+            out.append(re.escape(self.path[pos : m.start()]))
+            out.append(f"(?P<{m.group(1)}>.+)" if m.group(2) else f"(?P<{m.group(1)}>[^/]+)")
+            pos = m.end()
+        out.append(re.escape(self.path[pos:]))
+        return re.compile("^" + "".join(out) + "$")
+
+
+def _rows(function: str, *pairs: tuple[str, str]) -> list[Route]:
+    return [Route(function, method, path) for method, path in pairs]
+
+
+QUEUES = "/api/v1/queues"
+
+ROUTES: tuple[Route, ...] = tuple(
+    _rows(
+        "queues",
+        ("GET", QUEUES),
+        ("POST", QUEUES),
+        ("GET", QUEUES + "/{name}"),
+        ("PATCH", QUEUES + "/{name}"),
+        ("DELETE", QUEUES + "/{name}"),
+        ("GET", QUEUES + "/{name}/metrics"),
+        ("POST", QUEUES + "/{name}/send"),
+        ("POST", QUEUES + "/{name}/send_batch"),
+        ("POST", QUEUES + "/{name}/read"),
+        ("POST", QUEUES + "/{name}/pop"),
+        ("POST", QUEUES + "/{name}/archive"),
+        ("POST", QUEUES + "/{name}/delete"),
+        ("DELETE", QUEUES + "/{name}/messages/{msg_id}"),
+        ("POST", QUEUES + "/{name}/set_vt"),
+        ("POST", QUEUES + "/{name}/purge"),
+        ("GET", QUEUES + "/{name}/messages"),
+    )
+)
+
+# Each surface function: its handler entry point (module:function) inside the `functions` package.
+FUNCTIONS: dict[str, str] = {
+    "queues": "functions.api.queues.handler",
+}
+
+
+def routes_for(function: str) -> list[Route]:
+    return [r for r in ROUTES if r.function == function]
+
+
+def match(method: str, path: str) -> tuple[Route, dict[str, str]] | None:
+    """Find the route API Gateway would pick: static paths win over parameterised ones."""
+    candidates = []
+    for route in ROUTES:
+        if route.method != method.upper():
+            continue
+        m = route.pattern.match(path)
+        if m:
+            candidates.append((route.path.count("{"), route, m.groupdict()))
+    if not candidates:
+        return None
+    candidates.sort(key=lambda c: c[0])
+    _, route, params = candidates[0]
+    return route, params

@@ -1,0 +1,35 @@
+"""The schedule table: every system agent and how often it runs.
+
+Read by the Pulumi program (one EventBridge schedule per row), by the local scheduler of
+`postbox dev`, and by the tests. Each agent is a bounded sweep that is safe to run twice at once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Agent:
+    name: str
+    handler: str  # module.function inside the `functions` package
+    every_seconds: int
+    description: str
+
+    @property
+    def schedule_expression(self) -> str:
+        """The EventBridge `rate(...)` expression for this agent."""
+        if self.every_seconds % 60:
+            raise ValueError(f"{self.name}: EventBridge rates are whole minutes")
+        minutes = self.every_seconds // 60
+        return f"rate({minutes} minute{'s' if minutes != 1 else ''})"
+
+
+AGENTS: tuple[Agent, ...] = (
+    Agent(
+        "queue-retention",
+        "functions.agents.queue_retention.handler",
+        300,
+        "Deletes archived queue messages older than their queue's retention, in bounded batches.",
+    ),
+)

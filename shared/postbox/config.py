@@ -1,0 +1,51 @@
+"""Settings read from the environment once per process (Lambda container or local runtime)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+
+
+def _int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    return int(raw) if raw else default
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str | None
+    db_host: str | None
+    db_port: int
+    db_name: str
+    db_sslmode: str
+    db_secret_arn: str | None
+    pool_min: int
+    pool_max: int
+    long_poll_ms: int
+    region: str | None
+
+    @property
+    def uses_secret(self) -> bool:
+        return self.database_url is None and self.db_secret_arn is not None
+
+
+@lru_cache(maxsize=1)
+def settings() -> Settings:
+    return Settings(
+        database_url=os.environ.get("DATABASE_URL") or None,
+        db_host=os.environ.get("POSTBOX_DB_HOST"),
+        db_port=_int("POSTBOX_DB_PORT", 5432),
+        db_name=os.environ.get("POSTBOX_DB_NAME", "postbox"),
+        db_sslmode=os.environ.get("POSTBOX_DB_SSLMODE", "require"),
+        db_secret_arn=os.environ.get("POSTBOX_DB_SECRET_ARN"),
+        pool_min=_int("POSTBOX_POOL_MIN", 0),
+        pool_max=_int("POSTBOX_POOL_MAX", 4),
+        long_poll_ms=_int("POSTBOX_LONG_POLL_MS", 20000),
+        region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
+    )
+
+
+def reset() -> None:
+    """Forget cached settings (the local runtime and tests change the environment)."""
+    settings.cache_clear()

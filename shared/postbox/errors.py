@@ -1,0 +1,65 @@
+"""Typed domain errors. Each surface maps them to its own envelope and status codes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class PostboxError(Exception):
+    """Base of every error the domain raises on purpose; `code` is stable for clients."""
+
+    status = 500
+    code = "internal"
+
+    def __init__(self, message: str, *, code: str | None = None, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        if code:
+            self.code = code
+        self.details = details
+
+
+class Invalid(PostboxError):
+    status, code = 400, "invalid"
+
+
+class Unauthorized(PostboxError):
+    status, code = 401, "unauthorized"
+
+
+class Forbidden(PostboxError):
+    status, code = 403, "forbidden"
+
+
+class NotFound(PostboxError):
+    status, code = 404, "not_found"
+
+
+class Conflict(PostboxError):
+    status, code = 409, "conflict"
+
+
+class Gone(PostboxError):
+    status, code = 410, "gone"
+
+
+class PreconditionFailed(PostboxError):
+    status, code = 412, "precondition_failed"
+
+
+class TooLarge(PostboxError):
+    status, code = 413, "too_large"
+
+
+class LimitExceeded(PostboxError):
+    """A plan or quota limit (403 on most surfaces)."""
+
+    status, code = 403, "limit_exceeded"
+
+
+class TooManyRequests(PostboxError):
+    status, code = 429, "too_many_requests"
+
+
+class Unavailable(PostboxError):
+    status, code = 503, "unavailable"

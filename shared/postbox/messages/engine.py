@@ -1,0 +1,285 @@
+"""The message engine's statements, one round trip each, on an open connection.
+
+Messages wait in `queue_messages` (visible when `vt <= clock_timestamp()`), move to `queue_archive`
+when archived or dead, and are counted by triggers as they move. The engine knows queues only by
+their internal id and knows nothing of any surface's wire format.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+MAX_VT_SECONDS = 43_200
+
+
+@dataclass(frozen=True)
+class QueueRef:
+    """What the engine needs to know about a queue to hand out and dead-letter its messages."""
+
+    id: int
+    visibility_timeout_sec: int
+    max_reads: int | None
+    dead_letter_queue_id: int | None
+
+
+@dataclass(frozen=True)
+class Message:
+    msg_id: int
+    read_ct: int
+    enqueued_at: float
+    vt: float
+    message: Any
+    headers: Any
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "msg_id": self.msg_id,
+            "read_ct": self.read_ct,
+            "enqueued_at": self.enqueued_at,
+            "vt": self.vt,
+            "message": self.message,
+            "headers": self.headers,
+        }
+
+
+def encode(value: Any) -> str:
+    """Compact JSON, as stored and as measured against size limits."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+_MESSAGE_COLUMNS = (
+    "m.msg_id, m.read_ct, extract(epoch FROM m.enqueued_at)::float8,"
+    " extract(epoch FROM m.vt)::float8, m.message, m.headers"
+)
+
+
+def _messages(rows) -> list[Message]:
+    out = [Message(*row) for row in rows]
+    out.sort(key=lambda m: m.msg_id)
+    return out
+
+
+_SEND = """
+INSERT INTO queue_messages (queue_id, vt, message, headers, size)
+SELECT %(q)s, clock_timestamp() + %(delay)s * interval '1 second', u.m::jsonb, %(h)s::jsonb, u.s
+FROM unnest(%(msgs)s::text[], %(sizes)s::int[]) WITH ORDINALITY AS u(m, s, n)
+ORDER BY u.n
+RETURNING msg_id
+"""
+
+
+def send(
+    conn: psycopg.Connection,
+    queue_id: int,
+    encoded: list[str],
+    *,
+    delay: float = 0,
+    headers: str | None = None,
+) -> list[int]:
+    """Insert already-encoded messages in order; returns their ids in the same order."""
+    header_size = len(headers.encode()) if headers else 0
+    sizes = [len(m.encode()) + header_size for m in encoded]
+    rows = conn.execute(
+        _SEND, {"q": queue_id, "delay": delay, "h": headers, "msgs": encoded, "sizes": sizes}
+    ).fetchall()
+    return sorted(r[0] for r in rows)
+
+
+_READ = f"""
+WITH cand AS (
+    SELECT msg_id, read_ct FROM queue_messages
+    WHERE queue_id = %(q)s AND vt <= clock_timestamp()
+    ORDER BY msg_id LIMIT %(qty)s FOR UPDATE SKIP LOCKED
+), expired AS (
+    DELETE FROM queue_messages m USING cand c
+    WHERE %(max_reads)s::int IS NOT NULL AND c.read_ct >= %(max_reads)s::int
+      AND m.queue_id = %(q)s AND m.msg_id = c.msg_id
+    RETURNING m.*
+), to_dead_letter_queue AS (
+    INSERT INTO queue_messages (queue_id, msg_id, vt, read_ct, enqueued_at, message, headers, size, dead_from)
+    SELECT %(dlq)s, msg_id, clock_timestamp(), 0, enqueued_at, message, headers, size, %(q)s
+    FROM expired WHERE %(dlq)s::bigint IS NOT NULL
+), to_dead_archive AS (
+    INSERT INTO queue_archive (queue_id, msg_id, read_ct, enqueued_at, vt, message, headers, size, dead)
+    SELECT %(q)s, msg_id, read_ct, enqueued_at, vt, message, headers, size, true
+    FROM expired WHERE %(dlq)s::bigint IS NULL
+)
+UPDATE queue_messages m
+SET vt = clock_timestamp() + %(vt)s * interval '1 second', read_ct = m.read_ct + 1
+FROM cand c
+WHERE m.queue_id = %(q)s AND m.msg_id = c.msg_id
+  AND (%(max_reads)s::int IS NULL OR c.read_ct < %(max_reads)s::int)
+RETURNING {_MESSAGE_COLUMNS}
+"""
+
+
+def read(conn: psycopg.Connection, queue: QueueRef, qty: int, vt: float | None = None) -> list[Message]:
+    """Claim up to `qty` visible messages for `vt` seconds, in msg_id order.
+
+    A claimed message already read `max_reads` times is dead-lettered by the same statement
+    instead of being handed out: moved to the dead-letter queue (keeping its id) or archived as dead.
+    """
+    params = {
+        "q": queue.id,
+        "qty": qty,
+        "vt": queue.visibility_timeout_sec if vt is None else vt,
+        "max_reads": queue.max_reads,
+        "dlq": queue.dead_letter_queue_id,
+    }
+    return _messages(conn.execute(_READ, params))
+
+
+_POP = """
+WITH cand AS (
+    SELECT msg_id FROM queue_messages
+    WHERE queue_id = %(q)s AND vt <= clock_timestamp()
+    ORDER BY msg_id LIMIT %(qty)s FOR UPDATE SKIP LOCKED
+)
+DELETE FROM queue_messages m USING cand c
+WHERE m.queue_id = %(q)s AND m.msg_id = c.msg_id
+RETURNING m.msg_id, m.read_ct + 1, extract(epoch FROM m.enqueued_at)::float8,
+          extract(epoch FROM m.vt)::float8, m.message, m.headers
+"""
+
+
+def pop(conn: psycopg.Connection, queue_id: int, qty: int) -> list[Message]:
+    """Claim and delete at once: at-most-once delivery."""
+    return _messages(conn.execute(_POP, {"q": queue_id, "qty": qty}))
+
+
+_ARCHIVE = """
+WITH moved AS (
+    DELETE FROM queue_messages WHERE queue_id = %(q)s AND msg_id = ANY(%(ids)s::bigint[])
+    RETURNING *
+)
+INSERT INTO queue_archive (queue_id, msg_id, read_ct, enqueued_at, vt, message, headers, size)
+SELECT queue_id, msg_id, read_ct, enqueued_at, vt, message, headers, size FROM moved
+RETURNING msg_id
+"""
+
+
+def archive(conn: psycopg.Connection, queue_id: int, ids: list[int]) -> list[int]:
+    """Move waiting messages to the archive; returns the ids that were waiting here."""
+    return sorted(r[0] for r in conn.execute(_ARCHIVE, {"q": queue_id, "ids": ids}))
+
+
+def delete(conn: psycopg.Connection, queue_id: int, ids: list[int]) -> list[int]:
+    """Delete waiting messages; returns the ids that were waiting here."""
+    rows = conn.execute(
+        "DELETE FROM queue_messages WHERE queue_id = %s AND msg_id = ANY(%s::bigint[]) RETURNING msg_id",
+        (queue_id, ids),
+    )
+    return sorted(r[0] for r in rows)
+
+
+def set_vt(conn: psycopg.Connection, queue_id: int, msg_id: int, vt: float) -> Message | None:
+    """Hide a waiting message for `vt` more seconds from now (0 makes it visible now)."""
+    row = conn.execute(
+        f"UPDATE queue_messages m SET vt = clock_timestamp() + %s * interval '1 second'"
+        f" WHERE m.queue_id = %s AND m.msg_id = %s RETURNING {_MESSAGE_COLUMNS}",
+        (vt, queue_id, msg_id),
+    ).fetchone()
+    return Message(*row) if row else None
+
+
+def purge(conn: psycopg.Connection, queue_id: int, include_archived: bool = False) -> int:
+    """Delete every waiting message (and the archive too when asked); returns the count."""
+    n = conn.execute("DELETE FROM queue_messages WHERE queue_id = %s", (queue_id,)).rowcount
+    if include_archived:
+        n += conn.execute("DELETE FROM queue_archive WHERE queue_id = %s", (queue_id,)).rowcount
+    return n
+
+
+BROWSE_STATES = ("waiting", "archived", "dead")
+
+
+def browse(
+    conn: psycopg.Connection, queue_id: int, state: str, limit: int, before: int | None
+) -> list[dict[str, Any]]:
+    """Look at messages newest first without claiming them; `before` pages by msg_id."""
+    if state == "waiting":
+        sql = (
+            f"SELECT {_MESSAGE_COLUMNS}, NULL::float8, m.dead_from IS NOT NULL,"
+            " m.read_ct > 0 AND m.vt > clock_timestamp()"
+            " FROM queue_messages m WHERE m.queue_id = %s AND (%s::bigint IS NULL OR m.msg_id < %s)"
+            " ORDER BY m.msg_id DESC LIMIT %s"
+        )
+    else:
+        dead_only = " AND m.dead" if state == "dead" else ""
+        sql = (
+            f"SELECT {_MESSAGE_COLUMNS}, extract(epoch FROM m.archived_at)::float8, m.dead, false"
+            " FROM queue_archive m WHERE m.queue_id = %s AND (%s::bigint IS NULL OR m.msg_id < %s)"
+            f"{dead_only} ORDER BY m.msg_id DESC LIMIT %s"
+        )
+    out = []
+    for *msg, archived_at, dead, in_flight in conn.execute(sql, (queue_id, before, before, limit)):
+        item = Message(*msg).as_dict()
+        item.update(archived_at=archived_at, dead_lettered=dead, in_flight=in_flight)
+        out.append(item)
+    return out
+
+
+METRICS_COUNT_CAP = 100_000
+
+
+@dataclass(frozen=True)
+class Counters:
+    sent: int
+    removed: int
+    live_bytes: int
+    archived_total: int
+    archive_rows: int
+    archive_bytes: int
+    dead_total: int
+
+    @property
+    def queue_length(self) -> int:
+        return self.sent - self.removed
+
+    @property
+    def stored_bytes(self) -> int:
+        return self.live_bytes + self.archive_bytes
+
+
+def counters(conn: psycopg.Connection, queue_ids: list[int]) -> dict[int, Counters]:
+    """Each queue's counters, summed over slots (a handful of rows per queue, never the messages)."""
+    rows = conn.execute(
+        "SELECT queue_id, sum(sent), sum(removed), sum(live_bytes), sum(archived_total),"
+        " sum(archive_rows), sum(archive_bytes), sum(dead_total)"
+        " FROM queue_counters WHERE queue_id = ANY(%s::bigint[]) GROUP BY queue_id",
+        (queue_ids,),
+    )
+    found = {r[0]: Counters(*(int(v) for v in r[1:])) for r in rows}
+    zero = Counters(0, 0, 0, 0, 0, 0, 0)
+    return {q: found.get(q, zero) for q in queue_ids}
+
+
+def ages(conn: psycopg.Connection, queue_id: int) -> tuple[float | None, float | None]:
+    """Age in seconds of the oldest and newest waiting message (two index probes)."""
+    row = conn.execute(
+        "SELECT (SELECT extract(epoch FROM clock_timestamp() - enqueued_at)::float8 FROM queue_messages"
+        "        WHERE queue_id = %(q)s ORDER BY msg_id LIMIT 1),"
+        "       (SELECT extract(epoch FROM clock_timestamp() - enqueued_at)::float8 FROM queue_messages"
+        "        WHERE queue_id = %(q)s ORDER BY msg_id DESC LIMIT 1)",
+        {"q": queue_id},
+    ).fetchone()
+    return row[0], row[1]
+
+
+def state_counts(conn: psycopg.Connection, queue_id: int) -> tuple[int, int, int]:
+    """Visible, in-flight and delayed messages, each counted up to METRICS_COUNT_CAP."""
+    row = conn.execute(
+        "SELECT"
+        " (SELECT count(*) FROM (SELECT 1 FROM queue_messages WHERE queue_id = %(q)s"
+        "   AND vt <= clock_timestamp() LIMIT %(cap)s) v),"
+        " (SELECT count(*) FROM (SELECT 1 FROM queue_messages WHERE queue_id = %(q)s"
+        "   AND vt > clock_timestamp() AND read_ct > 0 LIMIT %(cap)s) f),"
+        " (SELECT count(*) FROM (SELECT 1 FROM queue_messages WHERE queue_id = %(q)s"
+        "   AND vt > clock_timestamp() AND read_ct = 0 LIMIT %(cap)s) d)",
+        {"q": queue_id, "cap": METRICS_COUNT_CAP},
+    ).fetchone()
+    return row[0], row[1], row[2]

@@ -1,0 +1,53 @@
+"""Session fixtures: one embedded PostgreSQL for the whole run, the local gateway, fresh tenants."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+os.environ.setdefault("POSTBOX_POOL_MAX", "16")
+os.environ.setdefault("POSTBOX_LONG_POLL_MS", "3000")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+from support.database import start_session_database  # noqa: E402
+from support.http import GatewayServer, client  # noqa: E402
+from support.tenants import TestTenant, new_tenant  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def database_url():
+    url, server = start_session_database()
+    yield url
+    from postbox import db
+
+    db.close_pool()
+    if server is not None:
+        server.stop()
+
+
+@pytest.fixture
+def tenant(database_url) -> TestTenant:
+    return new_tenant()
+
+
+@pytest.fixture
+def make_tenant(database_url):
+    return new_tenant
+
+
+@pytest.fixture(scope="session")
+def gateway(database_url):
+    server = GatewayServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def api(gateway, tenant):
+    """An HTTP client on the local gateway, authenticated as a fresh tenant's manage key."""
+    with client(gateway.url, tenant.key) as c:
+        c.tenant = tenant
+        yield c

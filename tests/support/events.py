@@ -1,0 +1,25 @@
+"""Synthetic API Gateway events for calling handlers directly, as API Gateway would."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from functions.authorizer import authorize
+from functions.local.events import http_event
+from functions.routes import match
+
+
+def api_event(method: str, path: str, *, key: str | None = None, body: Any = None, query: str = "",
+              raw_body: str | None = None, headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """The event for a request, with the authorizer's real answer for `key` in its context."""
+    found = match(method, path)
+    assert found is not None, f"no route for {method} {path}"
+    route, params = found
+    hdrs = {"content-type": "application/json", **(headers or {})}
+    if key:
+        hdrs["apikey"] = key
+    payload = raw_body if raw_body is not None else (json.dumps(body) if body is not None else None)
+    event = http_event(method, path, query=query, headers=hdrs, body=payload, route=route, path_parameters=params)
+    event["requestContext"]["authorizer"] = {"lambda": authorize(event["headers"])["context"]}
+    return event
