@@ -11,9 +11,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from postbox.tenancy import KEY_PREFIX, Principal, resolve_key
-
 from functions.observability import instrument
+from postbox.tenancy import KEY_PREFIX, Principal, resolve_key
 
 logger, metrics, lambda_handler = instrument("authorizer")
 

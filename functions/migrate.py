@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from postbox import db, migrate
-
 from functions.observability import instrument
+from postbox import db, migrate
 
 logger, metrics, lambda_handler = instrument("migrate")
 

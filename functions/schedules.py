@@ -15,6 +15,11 @@ class Agent:
     handler: str  # module.function inside the `functions` package
     every_seconds: int
     description: str
+    local_every_seconds: int | None = None  # `postbox dev` may run an agent more often than AWS can
+
+    @property
+    def local_period(self) -> int:
+        return self.local_every_seconds or self.every_seconds
 
     @property
     def schedule_expression(self) -> str:
@@ -31,5 +36,12 @@ AGENTS: tuple[Agent, ...] = (
         "functions.agents.queue_retention.handler",
         300,
         "Deletes archived queue messages older than their queue's retention, in bounded batches.",
+    ),
+    Agent(
+        "consumer-dispatch",
+        "functions.agents.consumer_dispatch.handler",
+        60,
+        "Delivers queue messages to their consumer functions in batches, honouring concurrency.",
+        local_every_seconds=2,
     ),
 )

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from postbox.queues import retention
-
 from functions.observability import instrument
+from postbox.queues import retention
 
 logger, metrics, lambda_handler = instrument("queue-retention")
 

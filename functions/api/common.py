@@ -9,6 +9,7 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+
 from postbox.errors import PostboxError, Unauthorized
 from postbox.tenancy import Principal
 

@@ -6,7 +6,6 @@ from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
-from postbox.queues import service
 
 from functions.api.common import SurfaceResolver, json_response
 from functions.api.queues_schema import (
@@ -21,6 +20,7 @@ from functions.api.queues_schema import (
     SetVisibility,
 )
 from functions.observability import instrument
+from postbox.queues import service
 
 logger, metrics, lambda_handler = instrument("queues")
 

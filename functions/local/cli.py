@@ -14,11 +14,11 @@ from pathlib import Path
 
 def _dev(args: argparse.Namespace) -> int:
     import uvicorn
-    from postbox import db
 
     from functions.local.gateway import LocalGateway
     from functions.local.runtime import database, dev_key, use_database
     from functions.local.scheduler import Scheduler
+    from postbox import db
 
     state = Path(args.state_dir).resolve()
     state.mkdir(parents=True, exist_ok=True)

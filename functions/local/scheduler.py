@@ -23,7 +23,7 @@ class Scheduler:
         self.threads: list[threading.Thread] = []
 
     def _loop(self, agent: Agent) -> None:
-        period = agent.every_seconds / self.speedup
+        period = agent.local_period / self.speedup
         while not self.stopping.wait(period):
             try:
                 result = invoke(agent.handler, scheduled_event(agent), agent.name, timeout_s=period)

@@ -1,0 +1,32 @@
+# The two commands that matter: `make dev` and `make test`. Both install what they need.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: install dev test bench layers lint
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev,infra]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+dev: install
+	$(BIN)/postbox dev
+
+test: install
+	$(BIN)/python -m pytest
+
+bench: install
+	$(BIN)/python bench/queues.py
+
+layers: install
+	$(BIN)/python layers/build.py
+
+lint: install
+	$(BIN)/ruff check .

@@ -1,0 +1,59 @@
+"""How the consumer dispatcher calls a queue's function: a Lambda invoke on AWS, or, locally,
+a Python callable named in POSTBOX_CONSUMERS (`send-email=mypkg.handlers.send_email,...`)."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from postbox.queues.consumers import Invoker
+
+
+class ConsumerFailed(Exception):
+    """The consumer function answered with an error."""
+
+
+def local_consumers(spec: str | None = None) -> dict[str, str]:
+    spec = os.environ.get("POSTBOX_CONSUMERS", "") if spec is None else spec
+    pairs = (item.split("=", 1) for item in spec.split(",") if "=" in item)
+    return {name.strip(): target.strip() for name, target in pairs}
+
+
+def lambda_invoker(client: Any = None) -> Invoker:
+    """Invoke the function synchronously; a FunctionError counts as a failure."""
+    if client is None:
+        import boto3
+
+        client = boto3.client("lambda")
+
+    def invoke(function_name: str, payload: dict[str, Any]) -> None:
+        answer = client.invoke(
+            FunctionName=function_name,
+            InvocationType="RequestResponse",
+            Payload=json.dumps(payload).encode(),
+        )
+        if answer.get("FunctionError"):
+            detail = answer["Payload"].read()[:500].decode("utf-8", "replace")
+            raise ConsumerFailed(f"{answer['FunctionError']}: {detail}")
+
+    return invoke
+
+
+def choose_invoker(lambda_client: Any = None) -> Invoker:
+    """Functions named in POSTBOX_CONSUMERS run in process; every other name is a Lambda function."""
+    from functions.local.invoke import entry_point
+
+    local = local_consumers()
+    remote: Invoker | None = None
+
+    def invoke(function_name: str, payload: dict[str, Any]) -> None:
+        nonlocal remote
+        if function_name in local:
+            entry_point(local[function_name])(payload, None)
+            return
+        if remote is None:
+            remote = lambda_invoker(lambda_client)
+        remote(function_name, payload)
+
+    return invoke

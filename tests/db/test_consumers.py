@@ -1,0 +1,133 @@
+"""The consumer-dispatch agent: batches, acks, failures coming back, last_error, concurrency."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import boto3
+import pytest
+from moto import mock_aws
+
+from functions.agents.consumer_invokers import ConsumerFailed, choose_invoker, lambda_invoker, local_consumers
+from postbox.queues import consumers, service
+from support import consumer_functions as fn
+
+
+@pytest.fixture(autouse=True)
+def local_function(monkeypatch):
+    monkeypatch.setenv("POSTBOX_CONSUMERS", "record-fn=support.consumer_functions.record")
+    fn.reset()
+    yield
+    fn.reset()
+
+
+def _only(queue_name):
+    """An invoker that serves only this test's queue (other tests' queues may have consumers)."""
+    inner = choose_invoker()
+
+    def invoke(function_name, payload):
+        if payload["queue"] != queue_name:
+            raise RuntimeError("not this test's queue")
+        inner(function_name, payload)
+
+    return invoke
+
+
+def _consumer_queue(tenant, name, **consumer):
+    service.create_queue(tenant.principal, name, {
+        "visibility_timeout_sec": 1,
+        "consumer": {"function_name": "record-fn", **consumer},
+    })
+
+
+def test_successful_batches_are_archived(tenant):
+    _consumer_queue(tenant, "jobs", batch_size=5, ack="archive")
+    service.send_messages(tenant.principal, "jobs", list(range(12)))
+    assert consumers.dispatch(_only("jobs"), budget_s=10) >= 12
+    seen = [m["message"] for call in fn.calls if call["queue"] == "jobs" for m in call["messages"]]
+    assert sorted(seen) == list(range(12))
+    assert all(len(c["messages"]) <= 5 for c in fn.calls)
+    q = service.get_queue(tenant.principal, "jobs")
+    assert q["queue_length"] == 0 and q["metrics"]["archived"] == 12 and q["consumer"]["last_error"] == ""
+
+
+def test_ack_delete_deletes(tenant):
+    _consumer_queue(tenant, "jobs", ack="delete")
+    service.send_messages(tenant.principal, "jobs", [1, 2])
+    consumers.dispatch(_only("jobs"), budget_s=10)
+    q = service.get_queue(tenant.principal, "jobs")
+    assert q["queue_length"] == 0 and q["metrics"]["archived"] == 0
+
+
+def test_a_failing_function_sees_its_batch_again(tenant):
+    _consumer_queue(tenant, "jobs", batch_size=10, visibility_timeout_sec=10)
+    service.send_messages(tenant.principal, "jobs", ["a", "b"])
+    fn.fail_next = 1
+    consumers.dispatch(_only("jobs"), budget_s=5)
+    q = service.get_queue(tenant.principal, "jobs")
+    assert q["queue_length"] == 2 and "consumer exploded" in q["consumer"]["last_error"]
+    assert q["metrics"]["in_flight"] == 2
+    first_batch = [m["msg_id"] for m in fn.calls[0]["messages"]]
+    for msg_id in first_batch:  # the timeout running out, without waiting 10 s
+        service.set_visibility(tenant.principal, "jobs", msg_id, 0)
+    consumers.dispatch(_only("jobs"), budget_s=5)
+    again = fn.calls[1]["messages"]
+    assert [m["msg_id"] for m in again] == first_batch and all(m["read_ct"] == 2 for m in again)
+    q = service.get_queue(tenant.principal, "jobs")
+    assert q["queue_length"] == 0 and q["consumer"]["last_error"] == ""
+
+
+def test_disabled_consumers_are_skipped(tenant):
+    _consumer_queue(tenant, "jobs", enabled=False)
+    service.send_messages(tenant.principal, "jobs", [1])
+    consumers.dispatch(_only("jobs"), budget_s=2)
+    assert not [c for c in fn.calls if c["queue"] == "jobs"]
+
+
+def test_concurrency_is_honoured_across_overlapping_runs(tenant):
+    _consumer_queue(tenant, "jobs", batch_size=1, concurrency=2)
+    service.send_messages(tenant.principal, "jobs", list(range(30)))
+    runs = [threading.Thread(target=consumers.dispatch, args=(_only("jobs"), 20)) for _ in range(3)]
+    for r in runs:
+        r.start()
+    for r in runs:
+        r.join()
+    delivered = sorted(m["message"] for c in fn.calls for m in c["messages"])
+    assert delivered == list(range(30))
+    assert fn.peak <= 2
+
+
+def test_lambda_invoker_calls_lambda_and_reports_function_errors():
+    class FakeStream:
+        def __init__(self, data):
+            self.data = data
+
+        def read(self):
+            return self.data
+
+    with mock_aws(config={"lambda": {"use_docker": False}}):
+        client = boto3.client("lambda", region_name="us-east-1")
+        iam = boto3.client("iam", region_name="us-east-1")
+        role = iam.create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        client.create_function(FunctionName="postbox-consumer-x", Runtime="python3.12", Role=role,
+                               Handler="h.h", Code={"ZipFile": b"x"})
+        lambda_invoker(client)("postbox-consumer-x", {"queue": "q", "messages": []})
+
+    class ErrorClient:
+        def invoke(self, **kwargs):
+            return {"FunctionError": "Unhandled", "Payload": FakeStream(b'{"errorMessage": "boom"}')}
+
+    with pytest.raises(ConsumerFailed, match="boom"):
+        lambda_invoker(ErrorClient())("f", {})
+
+
+def test_local_consumer_spec_parsing():
+    assert local_consumers("a=x.y, b = m.n ,junk") == {"a": "x.y", "b": "m.n"}
+    assert local_consumers("") == {}
+
+
+def test_dispatch_with_nothing_to_do_returns_quickly(database_url):
+    t0 = time.monotonic()
+    consumers.dispatch(lambda *_: None, budget_s=1)
+    assert time.monotonic() - t0 < 5

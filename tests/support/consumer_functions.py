@@ -1,0 +1,38 @@
+"""Consumer functions the dispatcher tests name in POSTBOX_CONSUMERS."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+calls: list[dict] = []
+active = 0
+peak = 0
+fail_next = 0
+_lock = threading.Lock()
+
+
+def reset() -> None:
+    global active, peak, fail_next
+    calls.clear()
+    active = peak = fail_next = 0
+
+
+def record(event: dict, context: object) -> dict:
+    """Succeeds after a short pause, counting how many calls overlap."""
+    global active, peak, fail_next
+    with _lock:
+        active += 1
+        peak = max(peak, active)
+        failing = fail_next > 0
+        if failing:
+            fail_next -= 1
+        calls.append(event)
+    try:
+        time.sleep(0.05)
+        if failing:
+            raise RuntimeError("consumer exploded")
+        return {"ok": True}
+    finally:
+        with _lock:
+            active -= 1
