@@ -150,11 +150,11 @@ CREATE TRIGGER queue_archive_ins AFTER INSERT ON queue_archive
 CREATE TRIGGER queue_archive_del AFTER DELETE ON queue_archive
     REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION queue_archive_deleted();
 
--- Long-polling readers announce themselves here so senders NOTIFY only when someone waits
--- (NOTIFY takes a global lock at commit; an unconditional one would throttle every sender).
-CREATE UNLOGGED TABLE queue_waiters (
-    queue_id bigint NOT NULL,
-    waiter   uuid   NOT NULL,
-    until    timestamptz NOT NULL,
-    PRIMARY KEY (queue_id, waiter)
+-- Long-polling readers announce themselves here (by channel) so writers NOTIFY only when someone
+-- waits: NOTIFY takes a global lock at commit, and an unconditional one would throttle every writer.
+CREATE UNLOGGED TABLE waiters (
+    channel text NOT NULL,
+    waiter  uuid NOT NULL,
+    until   timestamptz NOT NULL,
+    PRIMARY KEY (channel, waiter)
 );

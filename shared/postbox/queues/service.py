@@ -13,9 +13,9 @@ from typing import Any
 
 import psycopg
 
-from .. import config, db
+from .. import config, db, wakeup
 from ..errors import Conflict, Forbidden, Invalid, LimitExceeded, NotFound, TooLarge, Unauthorized
-from ..messages import engine, wakeup
+from ..messages import engine
 from ..tenancy import Principal
 from . import plans
 
@@ -42,6 +42,10 @@ class Queue:
     ref: engine.QueueRef
     tenant_id: str
     app_send: bool
+
+
+def _channel(queue_id: int) -> str:
+    return f"queue_{queue_id}"
 
 
 def _scope(principal: Principal, **extra: Any) -> dict[str, Any]:
@@ -337,7 +341,7 @@ def send_messages(
         plans.check_send(limits, usage, len(encoded))
         ids = engine.send(conn, queue.ref.id, encoded, delay=delay, headers=encoded_headers)
         plans.count_sent(conn, queue.tenant_id, len(ids))
-        wakeup.notify_waiters(conn, queue.ref.id)
+        wakeup.notify(conn, [_channel(queue.ref.id)])
     return ids
 
 
@@ -354,7 +358,7 @@ def read_messages(
         remaining = deadline - time.monotonic()
         if found or remaining <= 0:
             return [m.as_dict() for m in found]
-        wakeup.wait(queue.ref.id, min(remaining, RECHECK_SECONDS))
+        wakeup.wait([_channel(queue.ref.id)], min(remaining, RECHECK_SECONDS))
 
 
 def pop_messages(principal: Principal, name: str, qty: int) -> list[dict[str, Any]]:

@@ -1,0 +1,103 @@
+"""Segment frames: the binary layout of a batch of records, compressed when it pays.
+
+A record is (ts_ms, id, key, headers, payload). Frame layout, little-endian:
+    ts_ms:i64  id_len:u16  key_len:u16 (0xFFFF = no key)  headers_len:u32 (0xFFFFFFFF = none)
+    payload_len:u32  id  key  headers  payload
+`ts_ms` 0 means "the segment's commit time".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from dataclasses import dataclass
+
+import zstandard
+
+_HEADER = struct.Struct("<qHHII")
+_NO_KEY = 0xFFFF
+_NO_HEADERS = 0xFFFFFFFF
+COMPRESS_ABOVE = 512  # bytes of raw frames; below this zstd's framing costs more than it saves
+RAW, ZSTD = 0, 1
+
+_compressor = zstandard.ZstdCompressor(level=1)
+_decompressor = zstandard.ZstdDecompressor()
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    payload: bytes
+    id: str = ""
+    key: str | None = None
+    headers: bytes | None = None
+    ts_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A record read back, with its offset and (resolved) timestamp."""
+
+    offset: int
+    ts_ms: int
+    id: str
+    key: str | None
+    headers: bytes | None
+    payload: bytes
+
+
+def encode(records: list[Record]) -> bytes:
+    parts: list[bytes] = []
+    for r in records:
+        rid = r.id.encode()
+        key = r.key.encode() if r.key is not None else b""
+        headers = r.headers if r.headers is not None else b""
+        if len(rid) >= 0xFFFF or len(key) >= _NO_KEY:
+            raise ValueError("record id and key must be shorter than 65535 bytes")
+        parts.append(_HEADER.pack(
+            r.ts_ms, len(rid), _NO_KEY if r.key is None else len(key),
+            _NO_HEADERS if r.headers is None else len(headers), len(r.payload),
+        ))
+        parts += (rid, key, headers, r.payload)
+    return b"".join(parts)
+
+
+def decode(raw: bytes, first_offset: int, segment_ts_ms: int) -> list[Entry]:
+    out: list[Entry] = []
+    pos, offset, size, view = 0, first_offset, _HEADER.size, memoryview(raw)
+    while pos < len(raw):
+        ts, id_len, key_len, headers_len, payload_len = _HEADER.unpack_from(raw, pos)
+        pos += size
+        rid = bytes(view[pos : pos + id_len]).decode()
+        pos += id_len
+        key = None
+        if key_len != _NO_KEY:
+            key = bytes(view[pos : pos + key_len]).decode()
+            pos += key_len
+        headers = None
+        if headers_len != _NO_HEADERS:
+            headers = bytes(view[pos : pos + headers_len])
+            pos += headers_len
+        payload = bytes(view[pos : pos + payload_len])
+        pos += payload_len
+        out.append(Entry(offset, ts or segment_ts_ms, rid, key, headers, payload))
+        offset += 1
+    return out
+
+
+def pack(records: list[Record]) -> tuple[int, bytes, int]:
+    """(codec, stored bytes, raw size) for a batch: zstd above COMPRESS_ABOVE when it is smaller."""
+    raw = encode(records)
+    if len(raw) > COMPRESS_ABOVE:
+        packed = _compressor.compress(raw)
+        if len(packed) < len(raw):
+            return ZSTD, packed, len(raw)
+    return RAW, raw, len(raw)
+
+
+def unpack(codec: int, stored: bytes) -> bytes:
+    return _decompressor.decompress(stored) if codec == ZSTD else bytes(stored)
+
+
+def id_hash(record_id: str) -> bytes:
+    """The per-message hash deduplication keys on (16 bytes of BLAKE2b)."""
+    return hashlib.blake2b(record_id.encode(), digest_size=16).digest()
