@@ -48,7 +48,8 @@ def _rows(function: str, *pairs: tuple[str, str]) -> list[Route]:
 QUEUES = "/api/v1/queues"
 
 ROUTES: tuple[Route, ...] = tuple(
-    _rows(
+    []
+    + _rows(
         "queues",
         ("GET", QUEUES),
         ("POST", QUEUES),
@@ -67,11 +68,13 @@ ROUTES: tuple[Route, ...] = tuple(
         ("POST", QUEUES + "/{name}/purge"),
         ("GET", QUEUES + "/{name}/messages"),
     )
+    # (each surface adds its own `+ _rows("<function>", ...)` block above this line)
 )
 
 # Each surface function: its handler entry point (module:function) inside the `functions` package.
 FUNCTIONS: dict[str, str] = {
     "queues": "functions.api.queues.handler",
+    # (each surface adds its function above this line)
 }
 
 

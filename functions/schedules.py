@@ -44,4 +44,5 @@ AGENTS: tuple[Agent, ...] = (
         "Delivers queue messages to their consumer functions in batches, honouring concurrency.",
         local_every_seconds=2,
     ),
+    # (each surface adds its agents above this line)
 )

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 from dataclasses import replace
 
 import pytest
+import yaml
 from stack_harness import ACCOUNT, AZS, PROXY_ENDPOINT, REGION, REPO, SECRET_ARN, Recorded, StackRun, run_stack
 
 from functions import routes as route_table
@@ -138,14 +140,15 @@ def test_program_runs_the_way_pulumi_runs_it():
     In a fresh interpreter (nothing imported yet), so infra/functions.py could shadow the repo's
     `functions` package if __main__.py did not fix the path.
     """
-    script = (
-        "import json, sys\n"
-        f"sys.path.insert(0, {str(REPO / 'tests' / 'infra')!r})\n"
-        "sys.path.remove(" + repr(str(REPO)) + ") if " + repr(str(REPO)) + " in sys.path else None\n"
-        "from stack_harness import run_stack\n"
-        "run = run_stack('prod', program='.')\n"
-        "print(json.dumps({'api_url': run.exports['api_url'], 'routes': len(run.of_type('" + ROUTE + "'))}))\n"
-    )
+    # The harness puts the repo root on sys.path (as Pulumi's own exec script does not); runpy then
+    # puts infra/ in front of it, which is the situation __main__.py has to repair.
+    script = f"""
+import json, sys
+sys.path.insert(0, {str(REPO / "tests" / "infra")!r})
+from stack_harness import run_stack
+run = run_stack("prod", program=".")
+print(json.dumps({{"api_url": run.exports["api_url"], "routes": len(run.of_type({ROUTE!r}))}}))
+"""
     out = subprocess.run(
         [sys.executable, "-W", "ignore", "-c", script], cwd=REPO / "infra", capture_output=True, text=True, timeout=120
     )
@@ -492,3 +495,35 @@ def test_alarm_email_creates_a_topic_the_alarms_notify():
     for alarm in run.of_type("aws:cloudwatch/metricAlarm:MetricAlarm"):
         assert alarm.inputs["alarmActions"] == [topic.outputs["arn"]]
     assert run.exports["alarm_topic_arn"] == topic.outputs["arn"]
+
+
+# --- project files -----------------------------------------------------------------------------
+
+
+def config_keys() -> set[str]:
+    """Every `postbox:` key infra/settings.py reads."""
+    src = (REPO / "infra" / "settings.py").read_text()
+    return set(re.findall(r'(?:integer|number|boolean|cfg\.get)\("([A-Za-z0-9]+)"', src))
+
+
+def test_project_file_runs_infra_with_the_repo_venv():
+    project = yaml.safe_load((REPO / "Pulumi.yaml").read_text())
+    assert project["name"] == "postbox"
+    assert project["main"].rstrip("/") == "infra"
+    assert project["runtime"]["name"] == "python"
+    assert project["runtime"]["options"] == {"toolchain": "pip", "virtualenv": ".venv"}
+
+
+def test_example_dev_config_is_valid():
+    config = yaml.safe_load((REPO / "Pulumi.dev.yaml").read_text())["config"]
+    ours = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith("postbox:")}
+    assert set(ours) <= config_keys(), set(ours) - config_keys()
+    run = run_stack("dev", ours)
+    (cluster,) = run.of_type("aws:rds/cluster:Cluster")
+    assert cluster.inputs["deletionProtection"] is False
+
+
+def test_every_config_key_is_documented():
+    doc = (REPO / "docs" / "deploy.md").read_text()
+    assert len(config_keys()) > 20
+    assert [k for k in sorted(config_keys()) if f"| `{k}` |" not in doc] == []
