@@ -82,17 +82,25 @@ def routes_for(function: str) -> list[Route]:
     return [r for r in ROUTES if r.function == function]
 
 
+def _specificity(route: Route) -> tuple[int, ...]:
+    """API Gateway prefers, segment by segment, a static segment to a variable and a variable to a
+    greedy `{proxy+}`; a lower tuple is more specific."""
+    return tuple(
+        2 if seg.endswith("+}") else 1 if seg.startswith("{") else 0 for seg in route.path.strip("/").split("/")
+    )
+
+
 def match(method: str, path: str) -> tuple[Route, dict[str, str]] | None:
-    """Find the route API Gateway would pick: static paths win over parameterised ones."""
+    """Find the route API Gateway would pick for a request, with its path parameters."""
     candidates = []
     for route in ROUTES:
-        if route.method != method.upper():
+        if route.method not in (method.upper(), "ANY"):
             continue
         m = route.pattern.match(path)
         if m:
-            candidates.append((route.path.count("{"), route, m.groupdict()))
+            candidates.append((_specificity(route), route.method == "ANY", route, m.groupdict()))
     if not candidates:
         return None
-    candidates.sort(key=lambda c: c[0])
-    _, route, params = candidates[0]
+    candidates.sort(key=lambda c: (c[0], c[1]))
+    _, _, route, params = candidates[0]
     return route, params
