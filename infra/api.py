@@ -1,0 +1,145 @@
+"""The HTTP API: one route per row of `functions.routes.ROUTES`, all behind the Lambda authorizer.
+
+The authorizer is a REQUEST authorizer (payload 2.0, simple responses) with NO identity sources
+and a result TTL of 0, on purpose:
+  * with an identity source, API Gateway answers 401 itself when the header is missing, without
+    calling the authorizer; but public streams are readable anonymously, and each surface must
+    shape its own 401 body as its spec shows. So the authorizer runs on every request, even one
+    without credentials, always answers `isAuthorized: true`, and passes a context saying whether
+    a key was presented and valid (tenant, project, role); the surface decides what to refuse.
+  * API Gateway only caches authorizer results keyed by identity sources; without them the TTL
+    must be 0. Any caching of resolved keys belongs in the authorizer function itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from functions import routes as route_table
+from functions.routes import Route
+from infra.functions import AUTHORIZER, Deployed
+from infra.settings import Settings
+
+INTEGRATION_TIMEOUT_MS = 30_000  # the HTTP API maximum
+
+ACCESS_LOG_FORMAT = json.dumps(
+    {
+        "requestId": "$context.requestId",
+        "ip": "$context.identity.sourceIp",
+        "time": "$context.requestTime",
+        "method": "$context.httpMethod",
+        "path": "$context.path",
+        "routeKey": "$context.routeKey",
+        "status": "$context.status",
+        "responseLength": "$context.responseLength",
+        "latency": "$context.responseLatency",
+        "integrationLatency": "$context.integrationLatency",
+        "integrationError": "$context.integrationErrorMessage",
+        "authorizerError": "$context.authorizer.error",
+    }
+)
+
+
+@dataclass
+class Api:
+    api: aws.apigatewayv2.Api
+    stage: aws.apigatewayv2.Stage
+    authorizer: aws.apigatewayv2.Authorizer
+    routes: list[aws.apigatewayv2.Route]
+
+    @property
+    def url(self) -> pulumi.Output[str]:
+        return self.stage.invoke_url
+
+
+def route_resource_name(route: Route) -> str:
+    """A stable, unique Pulumi name per route key (the key itself has spaces, braces, slashes)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", route.path.lower()).strip("-")
+    digest = hashlib.sha256(route.route_key.encode()).hexdigest()[:8]
+    return f"route-{route.method.lower()}-{slug}-{digest}"
+
+
+def build(s: Settings, fns: dict[str, Deployed]) -> Api:
+    api = aws.apigatewayv2.Api("http", name=s.prefix, protocol_type="HTTP", description="Postbox HTTP API")
+
+    def allow_invoke(name: str, function: aws.lambda_.Function, source_arn: pulumi.Input[str]) -> None:
+        aws.lambda_.Permission(
+            name,
+            action="lambda:InvokeFunction",
+            function=function.name,
+            principal="apigateway.amazonaws.com",
+            source_arn=source_arn,
+        )
+
+    auth_fn = fns[AUTHORIZER].function
+    authorizer = aws.apigatewayv2.Authorizer(
+        "api-key",
+        name="api-key",
+        api_id=api.id,
+        authorizer_type="REQUEST",
+        authorizer_uri=auth_fn.invoke_arn,
+        authorizer_payload_format_version="2.0",
+        enable_simple_responses=True,
+        authorizer_result_ttl_in_seconds=0,
+        # identity_sources deliberately unset: see the module docstring.
+    )
+    allow_invoke(
+        "apigw-invoke-authorizer",
+        auth_fn,
+        pulumi.Output.concat(api.execution_arn, "/authorizers/", authorizer.id),
+    )
+
+    integrations: dict[str, aws.apigatewayv2.Integration] = {}
+    for name in route_table.FUNCTIONS:
+        fn = fns[name].function
+        integrations[name] = aws.apigatewayv2.Integration(
+            f"integration-{name}",
+            api_id=api.id,
+            integration_type="AWS_PROXY",
+            integration_method="POST",
+            integration_uri=fn.invoke_arn,
+            payload_format_version="2.0",
+            timeout_milliseconds=INTEGRATION_TIMEOUT_MS,
+        )
+        allow_invoke(f"apigw-invoke-{name}", fn, pulumi.Output.concat(api.execution_arn, "/*/*"))
+
+    routes = []
+    for route in route_table.ROUTES:
+        if route.function not in integrations:
+            raise ValueError(f"{route.route_key} is served by unknown function {route.function!r}")
+        routes.append(
+            aws.apigatewayv2.Route(
+                route_resource_name(route),
+                api_id=api.id,
+                route_key=route.route_key,
+                target=pulumi.Output.concat("integrations/", integrations[route.function].id),
+                authorization_type="CUSTOM",
+                authorizer_id=authorizer.id,
+            )
+        )
+
+    access_logs = aws.cloudwatch.LogGroup(
+        "api-access", name=f"/aws/apigateway/{s.prefix}", retention_in_days=s.log_retention_days
+    )
+    stage = aws.apigatewayv2.Stage(
+        "default",
+        api_id=api.id,
+        name="$default",
+        auto_deploy=True,
+        access_log_settings=aws.apigatewayv2.StageAccessLogSettingsArgs(
+            destination_arn=access_logs.arn, format=ACCESS_LOG_FORMAT
+        ),
+        default_route_settings=aws.apigatewayv2.StageDefaultRouteSettingsArgs(
+            throttling_burst_limit=s.throttle_burst,
+            throttling_rate_limit=s.throttle_rate,
+        ),
+        # Routes first, so the first auto-deployment already serves all of them.
+        opts=pulumi.ResourceOptions(depends_on=routes),
+    )
+    return Api(api, stage, authorizer, routes)

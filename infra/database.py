@@ -1,0 +1,158 @@
+"""Aurora PostgreSQL Serverless v2 behind RDS Proxy.
+
+The master password is generated, stored and rotated by RDS itself (`manage_master_user_password`):
+no password ever passes through Pulumi config or state, and every run is deterministic. The proxy
+and the functions read that one Secrets Manager secret. Functions never reach the cluster directly:
+the proxy pools connections across thousands of short Lambda invocations and requires TLS.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from infra.network import PG_PORT, Network
+from infra.settings import Settings
+
+DB_NAME = "postbox"
+MASTER_USER = "postbox"
+
+
+@dataclass
+class Database:
+    cluster: aws.rds.Cluster
+    instances: list[aws.rds.ClusterInstance]
+    proxy: aws.rds.Proxy
+    proxy_target: aws.rds.ProxyTarget
+    secret_arn: pulumi.Output[str]
+
+    @property
+    def endpoint(self) -> pulumi.Output[str]:
+        return self.proxy.endpoint
+
+    @property
+    def ready(self) -> list[pulumi.Resource]:
+        """What must exist before anything connects (the migration run waits on these)."""
+        return [self.proxy_target, *self.instances]
+
+
+def build(s: Settings, net: Network) -> Database:
+    subnet_group = aws.rds.SubnetGroup("db", subnet_ids=net.subnet_ids, description="Postbox private subnets")
+    cluster = aws.rds.Cluster(
+        "db",
+        cluster_identifier=s.prefix,
+        engine="aurora-postgresql",
+        engine_mode="provisioned",  # Serverless v2 is "provisioned" with db.serverless instances
+        engine_version=s.db_engine_version,
+        database_name=DB_NAME,
+        master_username=MASTER_USER,
+        manage_master_user_password=True,
+        storage_encrypted=True,
+        db_subnet_group_name=subnet_group.name,
+        vpc_security_group_ids=[net.db_sg.id],
+        port=PG_PORT,
+        serverlessv2_scaling_configuration=aws.rds.ClusterServerlessv2ScalingConfigurationArgs(
+            min_capacity=s.db_min_acu,
+            max_capacity=s.db_max_acu,
+        ),
+        backup_retention_period=s.db_backup_retention_days,
+        copy_tags_to_snapshot=True,
+        deletion_protection=s.deletion_protection,
+        skip_final_snapshot=s.skip_final_snapshot,
+        final_snapshot_identifier=None if s.skip_final_snapshot else f"{s.prefix}-final",
+        enabled_cloudwatch_logs_exports=["postgresql"],
+        # Version upgrades are a deliberate config change, applied in the maintenance window.
+        allow_major_version_upgrade=False,
+        apply_immediately=False,
+    )
+    instances = [
+        aws.rds.ClusterInstance(
+            f"db-{i}",
+            identifier=f"{s.prefix}-{i}",
+            cluster_identifier=cluster.id,
+            instance_class="db.serverless",
+            engine=cluster.engine,
+            engine_version=cluster.engine_version,
+            db_subnet_group_name=subnet_group.name,
+            publicly_accessible=False,
+            auto_minor_version_upgrade=True,
+        )
+        for i in range(s.db_instances)
+    ]
+    secret_arn = cluster.master_user_secrets.apply(lambda secrets: secrets[0].secret_arn)
+
+    proxy_role = aws.iam.Role(
+        "proxy",
+        description="RDS Proxy: read the Postbox DB secret",
+        assume_role_policy=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Effect": "Allow",
+                        "Principal": {"Service": "rds.amazonaws.com"},
+                        "Action": "sts:AssumeRole",
+                    }
+                ],
+            }
+        ),
+    )
+    # The RDS-managed secret is encrypted with the AWS-managed `aws/secretsmanager` key, whose key
+    # policy already lets Secrets Manager decrypt for callers in the account: no kms grant needed.
+    proxy_policy = aws.iam.RolePolicy(
+        "proxy",
+        role=proxy_role.id,
+        policy=pulumi.Output.json_dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Sid": "DbSecret",
+                        "Effect": "Allow",
+                        "Action": ["secretsmanager:GetSecretValue"],
+                        "Resource": secret_arn,
+                    }
+                ],
+            }
+        ),
+    )
+    proxy = aws.rds.Proxy(
+        "db",
+        name=s.prefix,
+        engine_family="POSTGRESQL",
+        require_tls=True,
+        role_arn=proxy_role.arn,
+        vpc_subnet_ids=net.subnet_ids,
+        vpc_security_group_ids=[net.proxy_sg.id],
+        idle_client_timeout=1800,
+        auths=[
+            aws.rds.ProxyAuthArgs(
+                auth_scheme="SECRETS",
+                secret_arn=secret_arn,
+                iam_auth="DISABLED",
+                client_password_auth_type="POSTGRES_SCRAM_SHA_256",
+                description="Postbox master user (RDS-managed secret)",
+            )
+        ],
+        opts=pulumi.ResourceOptions(depends_on=[proxy_policy]),
+    )
+    target_group = aws.rds.ProxyDefaultTargetGroup(
+        "db",
+        db_proxy_name=proxy.name,
+        connection_pool_config=aws.rds.ProxyDefaultTargetGroupConnectionPoolConfigArgs(
+            max_connections_percent=90,
+            max_idle_connections_percent=10,
+            connection_borrow_timeout=10,
+        ),
+    )
+    target = aws.rds.ProxyTarget(
+        "db",
+        db_proxy_name=proxy.name,
+        target_group_name=target_group.name,
+        db_cluster_identifier=cluster.cluster_identifier,
+        opts=pulumi.ResourceOptions(depends_on=instances),
+    )
+    return Database(cluster, instances, proxy, target, secret_arn)

@@ -1,0 +1,115 @@
+"""The VPC: private subnets only, reached from outside through API Gateway alone.
+
+No internet gateway and no NAT: the functions talk to RDS Proxy inside the VPC and to the two AWS
+APIs they call (Secrets Manager for the DB credentials, Lambda for consumer dispatch) through
+interface endpoints. Security groups chain functions -> proxy -> database on 5432 and nothing else.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from infra.settings import Settings
+
+PG_PORT = 5432
+# AWS APIs the functions call from inside the VPC (`com.amazonaws.<region>.<service>`).
+ENDPOINT_SERVICES = ("secretsmanager", "lambda")
+
+
+@dataclass
+class Network:
+    vpc: aws.ec2.Vpc
+    subnets: list[aws.ec2.Subnet]
+    functions_sg: aws.ec2.SecurityGroup
+    proxy_sg: aws.ec2.SecurityGroup
+    db_sg: aws.ec2.SecurityGroup
+    endpoints_sg: aws.ec2.SecurityGroup
+
+    @property
+    def subnet_ids(self) -> list[pulumi.Output[str]]:
+        return [s.id for s in self.subnets]
+
+
+def _sg(name: str, vpc: aws.ec2.Vpc, description: str) -> aws.ec2.SecurityGroup:
+    # No inline rules: the provider then removes AWS's default allow-all egress, and every rule
+    # below is its own resource, so no rule exists that this file does not show.
+    return aws.ec2.SecurityGroup(name, vpc_id=vpc.id, description=description, tags={"Name": name})
+
+
+def _allow(name: str, *, into: aws.ec2.SecurityGroup, source: aws.ec2.SecurityGroup, port: int, what: str) -> None:
+    """`source` may open TCP `port` on `into`: an ingress rule on one side, egress on the other."""
+    aws.vpc.SecurityGroupIngressRule(
+        f"{name}-in",
+        security_group_id=into.id,
+        referenced_security_group_id=source.id,
+        ip_protocol="tcp",
+        from_port=port,
+        to_port=port,
+        description=what,
+    )
+    aws.vpc.SecurityGroupEgressRule(
+        f"{name}-out",
+        security_group_id=source.id,
+        referenced_security_group_id=into.id,
+        ip_protocol="tcp",
+        from_port=port,
+        to_port=port,
+        description=what,
+    )
+
+
+def build(s: Settings) -> Network:
+    vpc = aws.ec2.Vpc(
+        "vpc",
+        cidr_block=s.vpc_cidr,
+        enable_dns_support=True,
+        enable_dns_hostnames=True,  # needed for the endpoints' private DNS names
+        tags={"Name": s.prefix},
+    )
+    azs = aws.get_availability_zones_output(state="available")
+    blocks = list(ipaddress.ip_network(s.vpc_cidr).subnets(new_prefix=20))
+    subnets = [
+        aws.ec2.Subnet(
+            f"private-{i}",
+            vpc_id=vpc.id,
+            cidr_block=str(blocks[i]),
+            availability_zone=azs.names.apply(lambda names, i=i: names[i]),
+            map_public_ip_on_launch=False,
+            tags={"Name": f"{s.prefix}-private-{i}"},
+        )
+        for i in range(s.az_count)
+    ]
+
+    functions_sg = _sg("functions", vpc, "Postbox Lambda functions")
+    proxy_sg = _sg("proxy", vpc, "Postbox RDS Proxy: 5432 from the functions only")
+    db_sg = _sg("db", vpc, "Postbox Aurora cluster: 5432 from the proxy only")
+    endpoints_sg = _sg("endpoints", vpc, "Interface endpoints: 443 from the functions only")
+
+    _allow("functions-to-proxy", into=proxy_sg, source=functions_sg, port=PG_PORT, what="functions -> RDS Proxy")
+    _allow("proxy-to-db", into=db_sg, source=proxy_sg, port=PG_PORT, what="RDS Proxy -> Aurora")
+    _allow(
+        "functions-to-endpoints",
+        into=endpoints_sg,
+        source=functions_sg,
+        port=443,
+        what="functions -> AWS APIs",
+    )
+
+    region = aws.get_region_output().region
+    for service in ENDPOINT_SERVICES:
+        aws.ec2.VpcEndpoint(
+            f"endpoint-{service}",
+            vpc_id=vpc.id,
+            service_name=region.apply(lambda r, svc=service: f"com.amazonaws.{r}.{svc}"),
+            vpc_endpoint_type="Interface",
+            private_dns_enabled=True,
+            subnet_ids=[sn.id for sn in subnets],
+            security_group_ids=[endpoints_sg.id],
+            tags={"Name": f"{s.prefix}-{service}"},
+        )
+
+    return Network(vpc, subnets, functions_sg, proxy_sg, db_sg, endpoints_sg)

@@ -1,0 +1,79 @@
+"""One EventBridge Scheduler schedule per row of `functions.schedules.AGENTS`.
+
+Scheduler (not CloudWatch Events rules) because it invokes through a role we scope to exactly the
+one agent function, and it has no per-account rule limits to run into. No retries: each agent is a
+bounded sweep and the next tick does the work a failed one missed.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pulumi
+import pulumi_aws as aws
+
+from functions import schedules as agent_table
+from infra.functions import Deployed
+from infra.settings import Settings
+
+
+def build(s: Settings, fns: dict[str, Deployed]) -> list[aws.scheduler.Schedule]:
+    account = aws.get_caller_identity_output().account_id
+    schedules = []
+    for agent in agent_table.AGENTS:
+        fn = fns[agent.name].function
+        role = aws.iam.Role(
+            f"scheduler-{agent.name}",
+            description=f"EventBridge Scheduler: invoke the {agent.name} agent",
+            assume_role_policy=account.apply(
+                lambda acct: json.dumps(
+                    {
+                        "Version": "2012-10-17",
+                        "Statement": [
+                            {
+                                "Effect": "Allow",
+                                "Principal": {"Service": "scheduler.amazonaws.com"},
+                                "Action": "sts:AssumeRole",
+                                "Condition": {"StringEquals": {"aws:SourceAccount": acct}},
+                            }
+                        ],
+                    }
+                )
+            ),
+        )
+        aws.iam.RolePolicy(
+            f"scheduler-{agent.name}",
+            role=role.id,
+            policy=pulumi.Output.json_dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Sid": "InvokeAgent",
+                            "Effect": "Allow",
+                            "Action": ["lambda:InvokeFunction"],
+                            "Resource": [fn.arn, pulumi.Output.concat(fn.arn, ":*")],
+                        }
+                    ],
+                }
+            ),
+        )
+        schedules.append(
+            aws.scheduler.Schedule(
+                f"schedule-{agent.name}",
+                name=f"{s.prefix}-{agent.name}"[:64],
+                description=agent.description[:512],
+                schedule_expression=agent.schedule_expression,
+                flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
+                state="ENABLED" if s.agents_enabled else "DISABLED",
+                target=aws.scheduler.ScheduleTargetArgs(
+                    arn=fn.arn,
+                    role_arn=role.arn,
+                    input=json.dumps({"agent": agent.name}),
+                    retry_policy=aws.scheduler.ScheduleTargetRetryPolicyArgs(
+                        maximum_retry_attempts=0, maximum_event_age_in_seconds=60
+                    ),
+                ),
+            )
+        )
+    return schedules

@@ -1,0 +1,128 @@
+"""Per-stack configuration (`pulumi config set postbox:<key> <value>`), read once, with defaults.
+
+Every size and limit lives here so a stack changes by config, never by code. docs/deploy.md lists
+the keys; keep the two in step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+
+# The values CloudWatch Logs accepts (0 = never expire).
+LOG_RETENTION_DAYS = {0, 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922,
+                      3288, 3653}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Settings:
+    stack: str
+    prefix: str  # physical-name prefix of every named resource: postbox-<stack>
+    # network
+    vpc_cidr: str
+    az_count: int
+    # database
+    db_engine_version: str
+    db_min_acu: float
+    db_max_acu: float
+    db_instances: int
+    db_backup_retention_days: int
+    deletion_protection: bool
+    skip_final_snapshot: bool
+    # functions
+    api_memory_mb: int
+    api_timeout_s: int
+    authorizer_memory_mb: int
+    authorizer_timeout_s: int
+    agent_memory_mb: int
+    agent_timeout_s: int
+    migrate_memory_mb: int
+    migrate_timeout_s: int
+    long_poll_ms: int
+    log_retention_days: int
+    consumer_function_pattern: str
+    tracing: bool
+    # api
+    throttle_burst: int
+    throttle_rate: float
+    # schedules
+    agents_enabled: bool
+    # alarms
+    alarm_email: str | None
+    alarm_topic: bool
+    alarm_5xx_threshold: int
+
+
+def load() -> Settings:
+    cfg = pulumi.Config("postbox")
+    stack = pulumi.get_stack()
+    is_dev = stack == "dev"
+
+    def integer(key: str, default: int) -> int:
+        value = cfg.get_int(key)
+        return default if value is None else value
+
+    def number(key: str, default: float) -> float:
+        value = cfg.get_float(key)
+        return default if value is None else value
+
+    def boolean(key: str, default: bool) -> bool:
+        value = cfg.get_bool(key)
+        return default if value is None else value
+
+    deletion_protection = boolean("deletionProtection", not is_dev)
+    s = Settings(
+        stack=stack,
+        prefix=cfg.get("namePrefix") or f"postbox-{stack}",
+        vpc_cidr=cfg.get("vpcCidr") or "10.42.0.0/16",
+        az_count=integer("azCount", 2),
+        db_engine_version=cfg.get("dbEngineVersion") or "16.6",
+        db_min_acu=number("dbMinAcu", 0.5),
+        db_max_acu=number("dbMaxAcu", 4),
+        db_instances=integer("dbInstances", 1),
+        db_backup_retention_days=integer("dbBackupRetentionDays", 1 if is_dev else 7),
+        deletion_protection=deletion_protection,
+        skip_final_snapshot=boolean("dbSkipFinalSnapshot", not deletion_protection),
+        api_memory_mb=integer("apiMemoryMb", 512),
+        api_timeout_s=integer("apiTimeoutSeconds", 29),
+        authorizer_memory_mb=integer("authorizerMemoryMb", 256),
+        authorizer_timeout_s=integer("authorizerTimeoutSeconds", 10),
+        agent_memory_mb=integer("agentMemoryMb", 256),
+        agent_timeout_s=integer("agentTimeoutSeconds", 60),
+        migrate_memory_mb=integer("migrateMemoryMb", 512),
+        migrate_timeout_s=integer("migrateTimeoutSeconds", 300),
+        long_poll_ms=integer("longPollMs", 20000),
+        log_retention_days=integer("logRetentionDays", 14),
+        consumer_function_pattern=cfg.get("consumerFunctionPattern") or "postbox-consumer-*",
+        tracing=boolean("tracing", False),
+        throttle_burst=integer("throttleBurst", 500),
+        throttle_rate=number("throttleRate", 1000),
+        agents_enabled=boolean("agentsEnabled", True),
+        alarm_email=cfg.get("alarmEmail") or None,
+        alarm_topic=boolean("alarmTopic", bool(cfg.get("alarmEmail"))),
+        alarm_5xx_threshold=integer("alarm5xxThreshold", 5),
+    )
+    _check(s)
+    return s
+
+
+def _check(s: Settings) -> None:
+    """Fail the preview, not the deploy, on settings AWS would reject or that cannot work."""
+    if s.az_count < 2:
+        raise ValueError("azCount must be at least 2 (Aurora and RDS Proxy need two AZs)")
+    if not 0 <= s.db_min_acu <= s.db_max_acu:
+        raise ValueError("need 0 <= dbMinAcu <= dbMaxAcu")
+    if s.db_instances < 1:
+        raise ValueError("dbInstances must be at least 1")
+    # API Gateway HTTP APIs cut every integration at 30 s; a long poll must end before the function.
+    if not 1 <= s.api_timeout_s <= 30:
+        raise ValueError("apiTimeoutSeconds must be 1..30 (the HTTP API integration limit)")
+    if s.long_poll_ms >= s.api_timeout_s * 1000:
+        raise ValueError("longPollMs must be shorter than apiTimeoutSeconds")
+    if not s.consumer_function_pattern.rstrip("*"):
+        raise ValueError("consumerFunctionPattern needs a literal prefix (e.g. postbox-consumer-*)")
+    if s.log_retention_days not in LOG_RETENTION_DAYS:
+        raise ValueError(f"logRetentionDays must be one of {sorted(LOG_RETENTION_DAYS)}")
+    if s.throttle_burst < 0 or s.throttle_rate < 0:
+        raise ValueError("throttleBurst and throttleRate must not be negative")
