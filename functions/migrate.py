@@ -1,17 +1,48 @@
-"""The `migrate` function: applies pending migrations; invoked by the Pulumi stack on deploy."""
+"""The `migrate` function: applies pending migrations (invoked by the Pulumi stack on deploy).
+
+It is also the operator's door to a database nothing public can reach: invoked with
+`{"action": "create-tenant", "name": ..., "plan": ...}` it creates a tenant and returns its first
+`manage` key; with `{"action": "create-key", "tenant": ..., "role": ..., "project": ...}` another key.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from functions.observability import instrument
-from postbox import db, migrate
+from postbox import db, errors, migrate, tenancy
 
 logger, metrics, lambda_handler = instrument("migrate")
+
+
+def _create_tenant(event: dict) -> dict:
+    tenant_id = tenancy.create_tenant(event["name"], plan=event.get("plan", "free"))
+    issued = tenancy.create_key(tenant_id, "manage", name="first key")
+    return {"tenant_id": tenant_id, "key": issued.key, "key_id": issued.key_id}
+
+
+def _create_key(event: dict) -> dict:
+    tenant_id = tenancy.tenant_id_by_name(event["tenant"])
+    if tenant_id is None:
+        raise errors.NotFound(f"no tenant {event['tenant']!r}")
+    issued = tenancy.create_key(tenant_id, event.get("role", "write"), project=event.get("project"),
+                                name=event.get("key_name", ""))
+    return {"key": issued.key, "key_id": issued.key_id, "role": issued.role}
+
+
+_ACTIONS = {"create-tenant": _create_tenant, "create-key": _create_key}
 
 
 @lambda_handler
 def handler(event: dict, context: Any) -> dict:
     applied = migrate.apply(db.conninfo())
     logger.info("migrations applied", extra={"applied": applied})
-    return {"applied": applied}
+    action = (event or {}).get("action", "migrate")
+    if action == "migrate":
+        return {"applied": applied}
+    if action not in _ACTIONS:
+        return {"error": f"unknown action {action!r}; one of migrate, {', '.join(_ACTIONS)}"}
+    try:
+        return {"applied": applied, **_ACTIONS[action](event)}
+    except (KeyError, errors.PostboxError) as e:
+        return {"error": getattr(e, "message", f"missing field {e}")}

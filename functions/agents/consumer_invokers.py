@@ -3,6 +3,7 @@ a Python callable named in POSTBOX_CONSUMERS (`send-email=mypkg.handlers.send_em
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from typing import Any
@@ -40,17 +41,20 @@ def lambda_invoker(client: Any = None) -> Invoker:
     return invoke
 
 
+def _python_callable(dotted: str) -> Any:
+    module, _, attr = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), attr)
+
+
 def choose_invoker(lambda_client: Any = None) -> Invoker:
     """Functions named in POSTBOX_CONSUMERS run in process; every other name is a Lambda function."""
-    from functions.local.invoke import entry_point
-
     local = local_consumers()
     remote: Invoker | None = None
 
     def invoke(function_name: str, payload: dict[str, Any]) -> None:
         nonlocal remote
         if function_name in local:
-            entry_point(local[function_name])(payload, None)
+            _python_callable(local[function_name])(payload, None)
             return
         if remote is None:
             remote = lambda_invoker(lambda_client)

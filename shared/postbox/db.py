@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -20,15 +21,27 @@ _pool: ConnectionPool | None = None
 _lock = threading.Lock()
 
 
+SECRET_TTL_S = 60.0  # a rotated DB password reaches new connections within a minute
+_secret_cache: dict[tuple[str, str], tuple[float, str]] = {}
+
+
 def conninfo() -> str:
-    """DATABASE_URL when set (local, tests); otherwise the proxy endpoint plus the DB secret."""
+    """DATABASE_URL when set (local, tests); otherwise the proxy endpoint plus the DB secret.
+
+    The pool calls this for every new connection; the secret is re-read at most every
+    SECRET_TTL_S, so a rotated password is picked up without a cold start.
+    """
     s = config.settings()
     if s.database_url:
         return s.database_url
     if not (s.db_host and s.db_secret_arn):
         raise RuntimeError("set DATABASE_URL, or POSTBOX_DB_HOST and POSTBOX_DB_SECRET_ARN")
+    now = time.monotonic()
+    cached = _secret_cache.get((s.db_secret_arn, s.db_host))
+    if cached and cached[0] > now:
+        return cached[1]
     secret = _read_secret(s.db_secret_arn, s.region)
-    return psycopg.conninfo.make_conninfo(
+    info = psycopg.conninfo.make_conninfo(
         host=s.db_host,
         port=s.db_port,
         dbname=s.db_name,
@@ -38,6 +51,8 @@ def conninfo() -> str:
         application_name="postbox",
         connect_timeout=5,
     )
+    _secret_cache[(s.db_secret_arn, s.db_host)] = (now + SECRET_TTL_S, info)
+    return info
 
 
 def _read_secret(arn: str, region: str | None) -> dict:
@@ -54,7 +69,7 @@ def pool() -> ConnectionPool:
             if _pool is None:
                 s = config.settings()
                 _pool = ConnectionPool(
-                    conninfo(),
+                    conninfo,
                     min_size=s.pool_min,
                     max_size=max(s.pool_max, 1),
                     kwargs={"prepare_threshold": None, "autocommit": False},

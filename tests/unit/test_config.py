@@ -33,6 +33,18 @@ def test_conninfo_reads_the_db_secret(aws_env):
     assert info["sslmode"] == "require" and info["dbname"] == "postbox"
 
 
+def test_a_rotated_password_reaches_new_connections(aws_env):
+    aws_env.setattr(db, "SECRET_TTL_S", 0.0)
+    with mock_aws():
+        sm = boto3.client("secretsmanager", region_name="us-east-1")
+        arn = sm.create_secret(Name="db2", SecretString=json.dumps({"username": "pb", "password": "old"}))["ARN"]
+        aws_env.setenv("POSTBOX_DB_SECRET_ARN", arn)
+        config.reset()
+        assert psycopg.conninfo.conninfo_to_dict(db.conninfo())["password"] == "old"
+        sm.put_secret_value(SecretId=arn, SecretString=json.dumps({"username": "pb", "password": "new"}))
+        assert psycopg.conninfo.conninfo_to_dict(db.conninfo())["password"] == "new"
+
+
 def test_conninfo_without_any_setting_says_what_is_missing(aws_env):
     aws_env.delenv("POSTBOX_DB_HOST")
     config.reset()
