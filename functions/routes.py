@@ -68,12 +68,33 @@ ROUTES: tuple[Route, ...] = tuple(
         ("POST", QUEUES + "/{name}/purge"),
         ("GET", QUEUES + "/{name}/messages"),
     )
+    + _rows(
+        "streams",
+        ("GET", "/v1/streams"),
+        ("POST", "/v1/streams"),
+        ("GET", "/v1/streams/{stream}"),
+        ("PATCH", "/v1/streams/{stream}"),
+        ("DELETE", "/v1/streams/{stream}"),
+        ("GET", "/v1/streams/{stream}/messages"),
+        ("POST", "/v1/streams/{stream}/messages"),
+        ("GET", "/v1/streams/{stream}/messages/{offset}"),
+        ("POST", "/v1/streams/{stream}/messages/{offset}/cancel"),
+        ("GET", "/v1/streams/{stream}/subscriptions"),
+        ("POST", "/v1/streams/{stream}/subscriptions"),
+        ("GET", "/v1/streams/{stream}/subscriptions/{subscription}"),
+        ("DELETE", "/v1/streams/{stream}/subscriptions/{subscription}"),
+        ("GET", "/v1/streams/{stream}/subscriptions/{subscription}/dead"),
+        ("POST", "/v1/streams/{stream}/subscriptions/{subscription}/consume"),
+        ("POST", "/v1/streams/{stream}/subscriptions/{subscription}/ack"),
+        ("POST", "/v1/streams/{stream}/subscriptions/{subscription}/nack"),
+    )
     # (each surface adds its own `+ _rows("<function>", ...)` block above this line)
 )
 
 # Each surface function: its handler entry point (module:function) inside the `functions` package.
 FUNCTIONS: dict[str, str] = {
     "queues": "functions.api.queues.handler",
+    "streams": "functions.api.streams.handler",
     # (each surface adds its function above this line)
 }
 

@@ -44,5 +44,19 @@ AGENTS: tuple[Agent, ...] = (
         "Delivers queue messages to their consumer functions in batches, honouring concurrency.",
         local_every_seconds=2,
     ),
+    Agent(
+        "streams-schedules",
+        "functions.agents.streams_schedules.handler",
+        60,
+        "Makes due scheduled stream messages available and marks expired ones, in bounded batches.",
+        local_every_seconds=1,
+    ),
+    Agent(
+        "streams-retention",
+        "functions.agents.streams_retention.handler",
+        300,
+        "Removes stream messages older than their stream's retention (index rows and log segments).",
+        local_every_seconds=30,
+    ),
     # (each surface adds its agents above this line)
 )

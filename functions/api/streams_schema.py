@@ -1,0 +1,66 @@
+"""Request bodies of the streams surface (`001_fa8b3fdfbbd9d07e.txt` plus the publish, subscription
+and consume routes it implies). Strict models: a wrong type is a 400 naming the field."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+NAME = r"^[A-Za-z0-9._-]+$"
+MAX_LEASE_MS = 12 * 3600 * 1000
+
+Name = Annotated[str, Field(min_length=1, max_length=128, pattern=NAME)]
+ProjectName = Annotated[str, Field(min_length=1, max_length=64)]
+Backlog = Annotated[int, Field(ge=0, le=10**12)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+class CreateStream(_Strict):
+    name: Name
+    project: ProjectName | None = None
+    retention: Annotated[str, Field(min_length=1, max_length=32)] | None = None
+    max_backlog: Backlog | None = None
+
+
+class PatchStream(_Strict):
+    retention: Annotated[str, Field(min_length=1, max_length=32)] | None = None
+    max_backlog: Backlog | None = None
+
+    def changes(self) -> dict[str, Any]:
+        """Only what was sent: a null max_backlog clears the cap, a null retention restores the default."""
+        return {name: getattr(self, name) for name in self.model_fields_set}
+
+
+class Publish(_Strict):
+    payload: Any
+    key: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    headers: dict[str, Any] | None = None
+    idempotency_key: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    deliver_at: Annotated[str, Field(max_length=64)] | None = None
+    expires_at: Annotated[str, Field(max_length=64)] | None = None
+    project: ProjectName | None = None
+
+
+class CreateSubscription(_Strict):
+    name: Name
+    max_deliveries: Annotated[int, Field(ge=1, le=1000)] = 5
+    lease_ms: Annotated[int, Field(ge=100, le=MAX_LEASE_MS)] = 30_000
+    start: Literal["latest", "earliest"] = "latest"
+
+
+class Consume(_Strict):
+    max_messages: Annotated[int, Field(ge=1, le=100)] = 10
+    lease_ms: Annotated[int, Field(ge=100, le=MAX_LEASE_MS)] | None = None
+    wait_ms: Annotated[int, Field(ge=0, le=20_000)] = 0
+
+
+class Receipts(_Strict):
+    receipts: Annotated[list[Annotated[str, Field(max_length=80)]], Field(min_length=1, max_length=1000)]
+
+
+class Nack(Receipts):
+    delay_ms: Annotated[int, Field(ge=0, le=MAX_LEASE_MS)] = 0
