@@ -95,3 +95,15 @@ def test_retention_drops_whole_segments_and_keeps_offsets(tenant):
         nxt = store.append(conn, p.id, [Record(b"new")])
         assert nxt.first_offset == 30
         assert store.delete_partitions(conn, "test", 4) == 21
+
+
+def test_read_at_finds_scattered_offsets_across_segments(tenant):
+    p = _partition(tenant, owner=5)
+    with db.transaction() as conn:
+        for s in range(4):
+            store.append(conn, p.id, [Record(f"{s}-{i}".encode()) for i in range(5)])
+        found = store.read_at(conn, p.id, [0, 7, 8, 19, 19, 42])
+        assert {o: e.payload for o, e in found.items()} == {0: b"0-0", 7: b"1-2", 8: b"1-3", 19: b"3-4"}
+        store.drop_before(conn, p.id, 5)
+        assert set(store.read_at(conn, p.id, [0, 5])) == {5}
+        assert store.read_at(conn, p.id, []) == {}

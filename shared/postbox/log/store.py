@@ -173,6 +173,34 @@ def read(
     return out
 
 
+_READ_AT = """
+SELECT DISTINCT s.first_offset, s.codec, s.frames, (extract(epoch FROM s.created_at) * 1000)::bigint
+FROM unnest(%(offsets)s::bigint[]) AS o(want)
+CROSS JOIN LATERAL (
+    SELECT first_offset, codec, frames, created_at FROM log_segments
+    WHERE partition_id = %(p)s AND end_offset > o.want
+    ORDER BY end_offset LIMIT 1
+) s
+WHERE s.first_offset <= o.want
+"""
+
+
+def read_at(conn: psycopg.Connection, partition_id: int, offsets: list[int]) -> dict[int, Entry]:
+    """The records at scattered offsets: one index probe per offset, each segment unpacked once.
+
+    Offsets removed by retention (or never written) are absent from the answer.
+    """
+    wanted = set(offsets)
+    if not wanted:
+        return {}
+    out: dict[int, Entry] = {}
+    for first, codec, frames, ts in conn.execute(_READ_AT, {"p": partition_id, "offsets": sorted(wanted)}):
+        for entry in decode(unpack(codec, frames), first, ts):
+            if entry.offset in wanted:
+                out[entry.offset] = entry
+    return out
+
+
 def drop_before(conn: psycopg.Connection, partition_id: int, offset: int) -> int:
     """Retention: drop whole segments that end at or below `offset`; returns records removed."""
     row = conn.execute(

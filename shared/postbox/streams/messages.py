@@ -22,7 +22,6 @@ from .catalog import Stream
 from .durations import iso
 
 STATUSES = ("scheduled", "available", "cancelled", "expired")
-READ_GAP = 32          # offsets closer than this are read from the log in one ranged read
 SCAN_BUDGET = 5000     # rows a `q` browse inspects per request before it answers with a cursor
 _ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 
@@ -102,21 +101,8 @@ def page(conn: psycopg.Connection, stream_id: int, *, key: str | None, status: s
 
 
 def entries_at(conn: psycopg.Connection, partition_id: int, offsets: list[int]) -> dict[int, Entry]:
-    """The log records at these offsets: neighbouring offsets are read in one ranged read."""
-    wanted = sorted(set(offsets))
-    runs: list[list[int]] = []
-    for offset in wanted:
-        if runs and offset - runs[-1][1] < READ_GAP:
-            runs[-1][1] = offset + 1
-        else:
-            runs.append([offset, offset + 1])
-    keep = set(wanted)
-    out: dict[int, Entry] = {}
-    for start, end in runs:
-        for entry in store.read(conn, partition_id, start, max_records=end - start, until_offset=end):
-            if entry.offset in keep:
-                out[entry.offset] = entry
-    return out
+    """The log records at these offsets (one index probe each, each segment unpacked once)."""
+    return store.read_at(conn, partition_id, offsets)
 
 
 def _json(raw: bytes | None) -> Any:
