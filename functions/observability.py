@@ -22,6 +22,10 @@ def instrument(service: str) -> tuple[Logger, Metrics, Callable[[Callable], Call
     """(logger, metrics, decorator) for a function; the decorator wraps its Lambda handler."""
     logger = Logger(service=service)
     metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", "Postbox"), service=service)
+    if os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() in ("1", "true"):
+        # Disabled metrics are never flushed, so Powertools would keep them and print a batch to
+        # stdout every hundred: drop them at the door instead.
+        metrics.add_metric = lambda *args, **kwargs: None  # type: ignore[method-assign]
     tracer = None
     if tracing_enabled():
         from aws_lambda_powertools import Tracer

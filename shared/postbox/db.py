@@ -9,13 +9,14 @@ from __future__ import annotations
 import json
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from . import config
+from . import config, errors
 
 _pool: ConnectionPool | None = None
 _lock = threading.Lock()
@@ -72,12 +73,29 @@ def pool() -> ConnectionPool:
                     conninfo,
                     min_size=s.pool_min,
                     max_size=max(s.pool_max, 1),
-                    kwargs={"prepare_threshold": None, "autocommit": False},
-                    check=ConnectionPool.check_connection,
+                    kwargs={"prepare_threshold": None, "autocommit": True},
+                    check=_check_if_idle,
+                    reset=_reset,
                     name="postbox",
                     open=True,
                 )
     return _pool
+
+
+CHECK_AFTER_IDLE_S = 5.0  # a connection idle longer than this is pinged before it is handed out
+_last_used: weakref.WeakKeyDictionary[psycopg.Connection, float] = weakref.WeakKeyDictionary()
+
+
+def _reset(conn: psycopg.Connection) -> None:
+    """Back in the pool: autocommit again (whatever the borrower did), and remember when."""
+    conn.autocommit = True
+    _last_used[conn] = time.monotonic()
+
+
+def _check_if_idle(conn: psycopg.Connection) -> None:
+    """Ping only connections that sat idle: a busy function pays no extra round trip per call."""
+    if time.monotonic() - _last_used.get(conn, 0.0) > CHECK_AFTER_IDLE_S:
+        ConnectionPool.check_connection(conn)
 
 
 def close_pool() -> None:
@@ -91,5 +109,24 @@ def close_pool() -> None:
 @contextmanager
 def transaction() -> Iterator[psycopg.Connection]:
     """One connection, one transaction: committed on success, rolled back on any error."""
+    with pool().connection() as conn, conn.transaction():
+        yield conn
+
+
+@contextmanager
+def connection() -> Iterator[psycopg.Connection]:
+    """One connection in autocommit mode: each statement is its own transaction (one round trip)."""
     with pool().connection() as conn:
         yield conn
+
+
+@contextmanager
+def domain_errors() -> Iterator[None]:
+    """Turn the PB-class SQLSTATEs our SQL functions raise into the domain's typed errors."""
+    try:
+        yield
+    except psycopg.Error as e:
+        error = errors.from_sqlstate(e.sqlstate, e.diag.message_primary or "", e.diag.message_detail)
+        if error is None:
+            raise
+        raise error from None

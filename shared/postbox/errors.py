@@ -63,3 +63,20 @@ class TooManyRequests(PostboxError):
 
 class Unavailable(PostboxError):
     status, code = 503, "unavailable"
+
+
+_BY_SQLSTATE: dict[str, type[PostboxError]] = {
+    "PB400": Invalid,
+    "PB403": LimitExceeded,
+    "PB404": NotFound,
+    "PB409": Conflict,
+    "PB413": TooLarge,
+}
+
+
+def from_sqlstate(sqlstate: str | None, message: str, detail: str | None) -> PostboxError | None:
+    """The typed error for a PB-class SQLSTATE raised by our SQL functions (detail = the code)."""
+    kind = _BY_SQLSTATE.get(sqlstate or "")
+    if kind is None:
+        return None
+    return kind(message, code=detail) if detail else kind(message)

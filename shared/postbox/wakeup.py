@@ -31,8 +31,7 @@ def wait(channels: Iterable[str], timeout_s: float) -> bool:
     """Wait up to `timeout_s` for a notification on any of `channels`; True if woken by one."""
     names = list(dict.fromkeys(channels))
     waiter = uuid.uuid4()
-    with db.pool().connection() as conn:
-        conn.autocommit = True
+    with db.connection() as conn:
         try:
             conn.execute(
                 "INSERT INTO waiters (channel, waiter, until)"
@@ -45,4 +44,3 @@ def wait(channels: Iterable[str], timeout_s: float) -> bool:
         finally:
             conn.execute("UNLISTEN *")
             conn.execute("DELETE FROM waiters WHERE waiter = %s", (waiter,))
-            conn.autocommit = False

@@ -51,6 +51,11 @@ def encode(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
+def messages_from_rows(rows) -> list[Message]:
+    """Messages from rows shaped (msg_id, read_ct, enqueued_at, vt, message, headers), in id order."""
+    return _messages(rows)
+
+
 _MESSAGE_COLUMNS = (
     "m.msg_id, m.read_ct, extract(epoch FROM m.enqueued_at)::float8,"
     " extract(epoch FROM m.vt)::float8, m.message, m.headers"
@@ -63,74 +68,18 @@ def _messages(rows) -> list[Message]:
     return out
 
 
-_SEND = """
-INSERT INTO queue_messages (queue_id, vt, message, headers, size)
-SELECT %(q)s, clock_timestamp() + %(delay)s * interval '1 second', u.m::jsonb, %(h)s::jsonb, u.s
-FROM unnest(%(msgs)s::text[], %(sizes)s::int[]) WITH ORDINALITY AS u(m, s, n)
-ORDER BY u.n
-RETURNING msg_id
-"""
-
-
-def send(
-    conn: psycopg.Connection,
-    queue_id: int,
-    encoded: list[str],
-    *,
-    delay: float = 0,
-    headers: str | None = None,
-) -> list[int]:
-    """Insert already-encoded messages in order; returns their ids in the same order."""
-    header_size = len(headers.encode()) if headers else 0
-    sizes = [len(m.encode()) + header_size for m in encoded]
-    rows = conn.execute(
-        _SEND, {"q": queue_id, "delay": delay, "h": headers, "msgs": encoded, "sizes": sizes}
-    ).fetchall()
-    return sorted(r[0] for r in rows)
-
-
-_READ = f"""
-WITH cand AS (
-    SELECT msg_id, read_ct FROM queue_messages
-    WHERE queue_id = %(q)s AND vt <= clock_timestamp()
-    ORDER BY msg_id LIMIT %(qty)s FOR UPDATE SKIP LOCKED
-), expired AS (
-    DELETE FROM queue_messages m USING cand c
-    WHERE %(max_reads)s::int IS NOT NULL AND c.read_ct >= %(max_reads)s::int
-      AND m.queue_id = %(q)s AND m.msg_id = c.msg_id
-    RETURNING m.*
-), to_dead_letter_queue AS (
-    INSERT INTO queue_messages (queue_id, msg_id, vt, read_ct, enqueued_at, message, headers, size, dead_from)
-    SELECT %(dlq)s, msg_id, clock_timestamp(), 0, enqueued_at, message, headers, size, %(q)s
-    FROM expired WHERE %(dlq)s::bigint IS NOT NULL
-), to_dead_archive AS (
-    INSERT INTO queue_archive (queue_id, msg_id, read_ct, enqueued_at, vt, message, headers, size, dead)
-    SELECT %(q)s, msg_id, read_ct, enqueued_at, vt, message, headers, size, true
-    FROM expired WHERE %(dlq)s::bigint IS NULL
-)
-UPDATE queue_messages m
-SET vt = clock_timestamp() + %(vt)s * interval '1 second', read_ct = m.read_ct + 1
-FROM cand c
-WHERE m.queue_id = %(q)s AND m.msg_id = c.msg_id
-  AND (%(max_reads)s::int IS NULL OR c.read_ct < %(max_reads)s::int)
-RETURNING {_MESSAGE_COLUMNS}
-"""
-
-
 def read(conn: psycopg.Connection, queue: QueueRef, qty: int, vt: float | None = None) -> list[Message]:
-    """Claim up to `qty` visible messages for `vt` seconds, in msg_id order.
+    """Claim up to `qty` visible messages for `vt` seconds, in msg_id order (SQL: queue_claim).
 
     A claimed message already read `max_reads` times is dead-lettered by the same statement
     instead of being handed out: moved to the dead-letter queue (keeping its id) or archived as dead.
     """
-    params = {
-        "q": queue.id,
-        "qty": qty,
-        "vt": queue.visibility_timeout_sec if vt is None else vt,
-        "max_reads": queue.max_reads,
-        "dlq": queue.dead_letter_queue_id,
-    }
-    return _messages(conn.execute(_READ, params))
+    rows = conn.execute(
+        "SELECT * FROM queue_claim(%s, %s, %s, %s, %s)",
+        (queue.id, qty, queue.visibility_timeout_sec if vt is None else vt, queue.max_reads,
+         queue.dead_letter_queue_id),
+    )
+    return _messages(rows)
 
 
 _POP = """
@@ -151,20 +100,10 @@ def pop(conn: psycopg.Connection, queue_id: int, qty: int) -> list[Message]:
     return _messages(conn.execute(_POP, {"q": queue_id, "qty": qty}))
 
 
-_ARCHIVE = """
-WITH moved AS (
-    DELETE FROM queue_messages WHERE queue_id = %(q)s AND msg_id = ANY(%(ids)s::bigint[])
-    RETURNING *
-)
-INSERT INTO queue_archive (queue_id, msg_id, read_ct, enqueued_at, vt, message, headers, size)
-SELECT queue_id, msg_id, read_ct, enqueued_at, vt, message, headers, size FROM moved
-RETURNING msg_id
-"""
-
-
 def archive(conn: psycopg.Connection, queue_id: int, ids: list[int]) -> list[int]:
     """Move waiting messages to the archive; returns the ids that were waiting here."""
-    return sorted(r[0] for r in conn.execute(_ARCHIVE, {"q": queue_id, "ids": ids}))
+    rows = conn.execute("SELECT queue_archive_ids(%s, %b::bigint[])", (queue_id, ids))
+    return sorted(r[0] for r in rows)
 
 
 def delete(conn: psycopg.Connection, queue_id: int, ids: list[int]) -> list[int]:

@@ -158,3 +158,138 @@ CREATE UNLOGGED TABLE waiters (
     until   timestamptz NOT NULL,
     PRIMARY KEY (channel, waiter)
 );
+
+-- ---- Hot paths as functions: one round trip per call -------------------------------------------
+-- Errors a caller may hit are raised with SQLSTATEs of class PB (PB404, PB403, PB413) and mapped to
+-- the domain's typed errors in Python. Claims use `LIMIT (SELECT n)` and `= ANY (ARRAY(...))` so
+-- the plan stays an index walk in msg_id order whatever the planner's statistics say of the queue.
+
+CREATE FUNCTION queue_find(p_tenant uuid, p_project uuid, p_name text) RETURNS queues
+LANGUAGE plpgsql STABLE AS $$
+DECLARE q queues;
+BEGIN
+    SELECT * INTO q FROM queues
+    WHERE tenant_id = p_tenant AND name = p_name
+      AND project_id = coalesce(p_project, (SELECT id FROM projects WHERE tenant_id = p_tenant AND name = 'default'));
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PB404', MESSAGE = 'No such queue in this environment.';
+    END IF;
+    RETURN q;
+END $$;
+
+CREATE FUNCTION queue_send(
+    p_tenant uuid, p_project uuid, p_name text, p_anonymous boolean,
+    p_messages text[], p_sizes int[], p_largest int, p_delay float8, p_headers jsonb
+) RETURNS SETOF bigint LANGUAGE plpgsql AS $$
+DECLARE
+    q queues;
+    lim plans;
+    v_month date := date_trunc('month', clock_timestamp())::date;
+    v_n int := cardinality(p_messages);
+BEGIN
+    q := queue_find(p_tenant, p_project, p_name);
+    IF p_anonymous AND NOT q.app_send THEN
+        RAISE EXCEPTION USING ERRCODE = 'PB404', MESSAGE = 'No such queue in this environment.';
+    END IF;
+    SELECT p.* INTO lim FROM tenants t JOIN plans p ON p.name = t.plan WHERE t.id = p_tenant;
+    IF p_largest > lim.max_message_bytes THEN
+        RAISE EXCEPTION USING ERRCODE = 'PB413', DETAIL = 'max_message_bytes',
+            MESSAGE = format('The message is over the plan''s %s bytes.', lim.max_message_bytes);
+    END IF;
+    IF (SELECT coalesce(sum(messages), 0) FROM tenant_monthly_messages
+        WHERE tenant_id = p_tenant AND month = v_month) + v_n > lim.messages_month THEN
+        RAISE EXCEPTION USING ERRCODE = 'PB403', DETAIL = 'messages_month',
+            MESSAGE = 'The plan''s monthly messages (queues.messages_month) are used up.';
+    END IF;
+    IF (SELECT coalesce(sum(stored_bytes), 0) FROM tenant_storage WHERE tenant_id = p_tenant) >= lim.storage_bytes THEN
+        RAISE EXCEPTION USING ERRCODE = 'PB403', DETAIL = 'storage_bytes',
+            MESSAGE = 'The plan''s storage (queues.storage_bytes) is used up.';
+    END IF;
+    INSERT INTO tenant_monthly_messages AS u (tenant_id, month, slot, messages)
+    VALUES (p_tenant, v_month, pg_backend_pid() % 8, v_n)
+    ON CONFLICT (tenant_id, month, slot) DO UPDATE SET messages = u.messages + excluded.messages;
+    IF EXISTS (SELECT 1 FROM waiters WHERE channel = 'queue_' || q.id AND until > clock_timestamp()) THEN
+        PERFORM pg_notify('queue_' || q.id, '');
+    END IF;
+    RETURN QUERY
+    INSERT INTO queue_messages (queue_id, vt, message, headers, size)
+    SELECT q.id, clock_timestamp() + p_delay * interval '1 second', u.m::jsonb, p_headers, u.s
+    FROM unnest(p_messages, p_sizes) WITH ORDINALITY AS u(m, s, n)
+    ORDER BY u.n
+    RETURNING msg_id;
+END $$;
+
+-- Claim up to p_qty visible messages of queue p_queue for p_vt seconds. A claimed message already
+-- read max_reads times is dead-lettered by the same statement instead of being handed out: moved
+-- to the dead-letter queue (keeping its id) or archived as dead.
+CREATE FUNCTION queue_claim(p_queue bigint, p_qty int, p_vt float8, p_max_reads int, p_dlq bigint)
+RETURNS TABLE (r_msg_id bigint, r_read_ct int, r_enqueued_at float8, r_vt float8, r_message jsonb, r_headers jsonb)
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_max_reads IS NULL THEN
+        RETURN QUERY
+        WITH cand AS (
+            SELECT c.msg_id FROM queue_messages c
+            WHERE c.queue_id = p_queue AND c.vt <= clock_timestamp()
+            ORDER BY c.msg_id LIMIT (SELECT p_qty) FOR UPDATE SKIP LOCKED
+        )
+        UPDATE queue_messages m
+        SET vt = clock_timestamp() + p_vt * interval '1 second', read_ct = m.read_ct + 1
+        WHERE m.queue_id = p_queue AND m.msg_id = ANY (ARRAY(SELECT cand.msg_id FROM cand))
+        RETURNING m.msg_id, m.read_ct, extract(epoch FROM m.enqueued_at)::float8,
+                  extract(epoch FROM m.vt)::float8, m.message, m.headers;
+        RETURN;
+    END IF;
+    RETURN QUERY
+    WITH cand AS (
+        SELECT c.msg_id, c.read_ct FROM queue_messages c
+        WHERE c.queue_id = p_queue AND c.vt <= clock_timestamp()
+        ORDER BY c.msg_id LIMIT (SELECT p_qty) FOR UPDATE SKIP LOCKED
+    ), expired AS (
+        DELETE FROM queue_messages m
+        WHERE m.queue_id = p_queue
+          AND m.msg_id = ANY (ARRAY(SELECT cand.msg_id FROM cand WHERE cand.read_ct >= p_max_reads))
+        RETURNING m.*
+    ), to_dead_letter_queue AS (
+        INSERT INTO queue_messages (queue_id, msg_id, vt, read_ct, enqueued_at, message, headers, size, dead_from)
+        SELECT p_dlq, e.msg_id, clock_timestamp(), 0, e.enqueued_at, e.message, e.headers, e.size, p_queue
+        FROM expired e WHERE p_dlq IS NOT NULL
+    ), to_dead_archive AS (
+        INSERT INTO queue_archive (queue_id, msg_id, read_ct, enqueued_at, vt, message, headers, size, dead)
+        SELECT p_queue, e.msg_id, e.read_ct, e.enqueued_at, e.vt, e.message, e.headers, e.size, true
+        FROM expired e WHERE p_dlq IS NULL
+    )
+    UPDATE queue_messages m
+    SET vt = clock_timestamp() + p_vt * interval '1 second', read_ct = m.read_ct + 1
+    WHERE m.queue_id = p_queue
+      AND m.msg_id = ANY (ARRAY(SELECT cand.msg_id FROM cand WHERE cand.read_ct < p_max_reads))
+    RETURNING m.msg_id, m.read_ct, extract(epoch FROM m.enqueued_at)::float8,
+              extract(epoch FROM m.vt)::float8, m.message, m.headers;
+END $$;
+
+CREATE FUNCTION queue_read(p_tenant uuid, p_project uuid, p_name text, p_qty int, p_vt float8)
+RETURNS TABLE (r_msg_id bigint, r_read_ct int, r_enqueued_at float8, r_vt float8, r_message jsonb, r_headers jsonb)
+LANGUAGE plpgsql AS $$
+DECLARE q queues;
+BEGIN
+    q := queue_find(p_tenant, p_project, p_name);
+    RETURN QUERY SELECT * FROM queue_claim(q.id, p_qty, coalesce(p_vt, q.visibility_timeout_sec),
+                                           q.max_reads, q.dead_letter_queue_id);
+END $$;
+
+-- Move waiting messages to the archive; returns the ids that were waiting in this queue.
+CREATE FUNCTION queue_archive_ids(p_queue bigint, p_ids bigint[]) RETURNS SETOF bigint
+LANGUAGE sql AS $$
+    WITH moved AS (
+        DELETE FROM queue_messages WHERE queue_id = p_queue AND msg_id = ANY (p_ids) RETURNING *
+    )
+    INSERT INTO queue_archive (queue_id, msg_id, read_ct, enqueued_at, vt, message, headers, size)
+    SELECT queue_id, msg_id, read_ct, enqueued_at, vt, message, headers, size FROM moved
+    RETURNING msg_id
+$$;
+
+CREATE FUNCTION queue_archive(p_tenant uuid, p_project uuid, p_name text, p_ids bigint[]) RETURNS SETOF bigint
+LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN QUERY SELECT queue_archive_ids((queue_find(p_tenant, p_project, p_name)).id, p_ids);
+END $$;

@@ -94,21 +94,17 @@ def _serve_slot(queue: ConsumerQueue, slot: int, invoke: Invoker, deadline: floa
     """Hold one of the queue's slots (if free) and deliver batches until empty, failing or out of time."""
     key = queue.ref.id * 16 + slot
     delivered = 0
-    with db.pool().connection() as conn:
-        conn.autocommit = True
+    with db.connection() as conn:
+        if not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (_LOCK_SPACE, key)).fetchone()[0]:
+            return 0
         try:
-            if not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (_LOCK_SPACE, key)).fetchone()[0]:
-                return 0
-            try:
-                while time.monotonic() < deadline:
-                    n = deliver_one_batch(conn, queue, invoke)
-                    if n == 0:
-                        break
-                    delivered += n
-            finally:
-                conn.execute("SELECT pg_advisory_unlock(%s, %s)", (_LOCK_SPACE, key))
+            while time.monotonic() < deadline:
+                n = deliver_one_batch(conn, queue, invoke)
+                if n == 0:
+                    break
+                delivered += n
         finally:
-            conn.autocommit = False
+            conn.execute("SELECT pg_advisory_unlock(%s, %s)", (_LOCK_SPACE, key))
     return delivered
 
 

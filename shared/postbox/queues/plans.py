@@ -6,8 +6,6 @@ from dataclasses import dataclass
 
 import psycopg
 
-from ..errors import LimitExceeded
-
 
 @dataclass(frozen=True)
 class Limits:
@@ -48,21 +46,3 @@ WHERE t.id = %s
 def limits_and_usage(conn: psycopg.Connection, tenant_id: str) -> tuple[Limits, Usage]:
     row = conn.execute(_LIMITS_AND_USAGE, (tenant_id,)).fetchone()
     return Limits(*row[:5]), Usage(int(row[5]), int(row[6]), int(row[7]))
-
-
-def count_sent(conn: psycopg.Connection, tenant_id: str, n: int) -> None:
-    """Add to this month's message count (on this backend's slot, so writers rarely collide)."""
-    conn.execute(
-        "INSERT INTO tenant_monthly_messages AS u (tenant_id, month, slot, messages)"
-        " VALUES (%s, date_trunc('month', clock_timestamp())::date, pg_backend_pid() %% 8, %s)"
-        " ON CONFLICT (tenant_id, month, slot) DO UPDATE SET messages = u.messages + excluded.messages",
-        (tenant_id, n),
-    )
-
-
-def check_send(limits: Limits, usage: Usage, n: int) -> None:
-    if usage.messages_month + n > limits.messages_month:
-        raise LimitExceeded("The plan's monthly messages (queues.messages_month) are used up.",
-                            code="messages_month")
-    if usage.stored_bytes >= limits.storage_bytes:
-        raise LimitExceeded("The plan's storage (queues.storage_bytes) is used up.", code="storage_bytes")

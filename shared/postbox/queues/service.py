@@ -322,43 +322,54 @@ def delete_queue(principal: Principal, name: str) -> dict[str, Any]:
 # ---- messages ---------------------------------------------------------------------------------
 
 
+def _principal_args(principal: Principal) -> tuple[str, str | None]:
+    return principal.tenant_id, principal.project_id
+
+
 def send_messages(
     principal: Principal, name: str, messages: list[Any], *, delay: float = 0, headers: Any = None
 ) -> list[int]:
-    """Send messages in order, within the plan's size, monthly and storage limits."""
+    """Send messages in order, within the plan's size, monthly and storage limits (SQL: queue_send,
+    one round trip: lookup, limits, insert, monthly count and the long-poll wake-up together)."""
     if not principal.is_anonymous:
         _require(principal, "write")
     encoded = [engine.encode(m) for m in messages]
-    encoded_headers = engine.encode(headers) if headers is not None else None
-    if encoded_headers is not None and len(encoded_headers.encode()) > MAX_HEADERS_BYTES:
+    header_text = engine.encode(headers) if headers is not None else None
+    header_bytes = len(header_text.encode()) if header_text is not None else 0
+    if header_bytes > MAX_HEADERS_BYTES:
         raise TooLarge(f"headers are over {MAX_HEADERS_BYTES} bytes.")
-    with db.transaction() as conn:
-        queue = _find(conn, principal, name)
-        limits, usage = plans.limits_and_usage(conn, queue.tenant_id)
-        for text in encoded:
-            if len(text.encode()) > limits.max_message_bytes:
-                raise TooLarge(f"The message is over the plan's {limits.max_message_bytes} bytes.")
-        plans.check_send(limits, usage, len(encoded))
-        ids = engine.send(conn, queue.ref.id, encoded, delay=delay, headers=encoded_headers)
-        plans.count_sent(conn, queue.tenant_id, len(ids))
-        wakeup.notify(conn, [_channel(queue.ref.id)])
-    return ids
+    sizes = [len(m.encode()) for m in encoded]
+    with db.connection() as conn, db.domain_errors():
+        rows = conn.execute(
+            "SELECT queue_send(%s, %s, %s, %s, %b::text[], %b::int[], %s, %s, %s::jsonb)",
+            (*_principal_args(principal), name, principal.is_anonymous, encoded,
+             [n + header_bytes for n in sizes], max(sizes), delay, header_text),
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+def _queue_id(principal: Principal, name: str) -> int:
+    with db.connection() as conn, db.domain_errors():
+        return conn.execute("SELECT (queue_find(%s, %s, %s)).id", (*_principal_args(principal), name)).fetchone()[0]
 
 
 def read_messages(
     principal: Principal, name: str, qty: int, vt: float | None, wait_seconds: float = 0
 ) -> list[dict[str, Any]]:
-    """Claim up to `qty` messages; with `wait_seconds`, long-poll until one arrives (as SQS does)."""
+    """Claim up to `qty` messages (SQL: queue_read, one round trip); with `wait_seconds`, long-poll
+    until one arrives (as SQS does)."""
     _require(principal, "write")
     deadline = time.monotonic() + min(wait_seconds, config.settings().long_poll_ms / 1000)
+    queue_id = None
     while True:
-        with db.transaction() as conn:
-            queue = _find(conn, principal, name)
-            found = engine.read(conn, queue.ref, qty, vt)
+        with db.connection() as conn, db.domain_errors():
+            found = engine.messages_from_rows(conn.execute(
+                "SELECT * FROM queue_read(%s, %s, %s, %s, %s)", (*_principal_args(principal), name, qty, vt)))
         remaining = deadline - time.monotonic()
         if found or remaining <= 0:
             return [m.as_dict() for m in found]
-        wakeup.wait([_channel(queue.ref.id)], min(remaining, RECHECK_SECONDS))
+        queue_id = queue_id or _queue_id(principal, name)
+        wakeup.wait([_channel(queue_id)], min(remaining, RECHECK_SECONDS))
 
 
 def pop_messages(principal: Principal, name: str, qty: int) -> list[dict[str, Any]]:
@@ -369,9 +380,12 @@ def pop_messages(principal: Principal, name: str, qty: int) -> list[dict[str, An
 
 
 def archive_messages(principal: Principal, name: str, ids: list[int]) -> list[int]:
+    """Archive waiting messages (SQL: queue_archive, one round trip)."""
     _require(principal, "write")
-    with db.transaction() as conn:
-        return engine.archive(conn, _find(conn, principal, name).ref.id, ids)
+    with db.connection() as conn, db.domain_errors():
+        rows = conn.execute("SELECT queue_archive(%s, %s, %s, %b::bigint[])",
+                            (*_principal_args(principal), name, ids)).fetchall()
+    return sorted(r[0] for r in rows)
 
 
 def delete_messages(principal: Principal, name: str, ids: list[int]) -> list[int]:
