@@ -1,0 +1,135 @@
+"""What the benchmarks share: environment, the embedded server, client threads, timing, output."""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+
+def configure(clients: int) -> None:
+    """Environment the domain layer and the gateway read; call before they are first used."""
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    os.environ["POSTBOX_POOL_MIN"] = str(clients)
+    os.environ["POSTBOX_POOL_MAX"] = str(max(clients * 2, 4))
+    warnings.filterwarnings("ignore", category=UserWarning, module="aws_lambda_powertools.*")
+    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
+
+
+def start_server(fast: bool) -> tuple[Any, str]:
+    """A throwaway embedded PostgreSQL and a fresh `bench` database on it."""
+    from functions.local.embedded import EmbeddedPostgres
+
+    root = Path(tempfile.mkdtemp(prefix="postbox-bench-"))
+    root.chmod(0o755)  # the server runs as another user when we are root
+    server = EmbeddedPostgres(root / "pgdata", keep=False, fast=fast)
+    return server, server.ensure_database("bench", fresh=True)
+
+
+def server_description(url: str) -> str:
+    """PostgreSQL's version and the durability settings in force, for the report's header."""
+    with psycopg.connect(url) as conn:
+        version = conn.execute("SHOW server_version").fetchone()[0]
+        names = ("fsync", "synchronous_commit", "full_page_writes", "shared_buffers")
+        values = [f"{n}={conn.execute(f'SHOW {n}').fetchone()[0]}" for n in names]
+    return f"PostgreSQL {version} ({', '.join(values)})"
+
+
+def sql_blocks(path: Path) -> dict[str, str]:
+    """The `-- name: x` blocks of a SQL file, by name."""
+    blocks: dict[str, str] = {}
+    for part in re.split(r"^-- name: *", path.read_text(), flags=re.M)[1:]:
+        name, _, body = part.partition("\n")
+        blocks[name.strip()] = body.strip()
+    return blocks
+
+
+def run_clients(n: int, make_client: Callable[[], Any], work: Callable[[Any, int], Any]) -> tuple[float, list]:
+    """Run `work(client, i)` on n threads, each with its own client made before the clock starts.
+
+    Returns the wall time from the common start to the last thread's end, and each thread's result.
+    """
+    clients = [make_client() for _ in range(n)]
+    results: list[Any] = [None] * n
+    errors: list[BaseException] = []
+    start = threading.Barrier(n + 1)
+
+    def body(i: int) -> None:
+        start.wait()
+        try:
+            results[i] = work(clients[i], i)
+        except BaseException as error:  # reported by the caller below
+            errors.append(error)
+
+    threads = [threading.Thread(target=body, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    for c in clients:
+        c.close()
+    if errors:
+        raise errors[0]
+    return elapsed, results
+
+
+def p50_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+def quantile_ms(samples: list[float], q: float) -> float:
+    return statistics.quantiles(samples, n=100)[round(q * 100) - 1] * 1000
+
+
+def load() -> str:
+    """The 1- and 5-minute load averages: other work on the machine skews every figure."""
+    one, five, _ = os.getloadavg()
+    return f"{one:.1f} / {five:.1f}"
+
+
+def checkpoint(url: str) -> None:
+    """Flush dirty pages before a timed run so no run pays for the one before it."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+
+
+def vacuum_analyze(url: str, *tables: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        for table in tables:
+            conn.execute(f"VACUUM ANALYZE {table}")
+
+
+class Table:
+    """Rows printed as they are measured, in fixed columns."""
+
+    WIDTHS = (40, 10, 12, 12, 6)
+
+    def _line(self, cells: tuple[str, ...]) -> str:
+        first, *rest = zip(cells, self.WIDTHS, strict=True)
+        return "  ".join([f"{first[0]:<{first[1]}}", *(f"{c:>{w}}" for c, w in rest)])
+
+    def header(self) -> None:
+        print(self._line(("measurement", "messages", "Postbox", "reference", "ratio")))
+        print(self._line(tuple("-" * w for w in self.WIDTHS)), flush=True)
+
+    def row(self, label: str, count: int, ours: str, theirs: str, ratio: float, note: str = "") -> None:
+        line = self._line((label, f"{count:,}", ours, theirs, f"{ratio:.2f}"))
+        print(line + (f"  {note}" if note else ""), flush=True)
+
+
+def rate(n: int, seconds: float) -> str:
+    return f"{n / seconds:,.0f}/s"
