@@ -88,6 +88,11 @@ ROUTES: tuple[Route, ...] = tuple(
         ("POST", "/v1/streams/{stream}/subscriptions/{subscription}/ack"),
         ("POST", "/v1/streams/{stream}/subscriptions/{subscription}/nack"),
     )
+    + _rows(
+        "durable",
+        *[(method, path) for path in ("/v1/stream/{name}", "/{account}/{path+}")
+          for method in ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS")],
+    )
     # (each surface adds its own `+ _rows("<function>", ...)` block above this line)
 )
 
@@ -95,6 +100,7 @@ ROUTES: tuple[Route, ...] = tuple(
 FUNCTIONS: dict[str, str] = {
     "queues": "functions.api.queues.handler",
     "streams": "functions.api.streams.handler",
+    "durable": "functions.api.durable.handler",
     # (each surface adds its function above this line)
 }
 

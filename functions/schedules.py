@@ -58,5 +58,12 @@ AGENTS: tuple[Agent, ...] = (
         "Removes stream messages older than their stream's retention (index rows and log segments).",
         local_every_seconds=30,
     ),
+    Agent(
+        "durable-expiry",
+        "functions.agents.durable_expiry.handler",
+        60,
+        "Removes durable streams past their Stream-TTL or Stream-Expires-At (soft-deletes those forks read).",
+        local_every_seconds=10,
+    ),
     # (each surface adds its agents above this line)
 )

@@ -4,6 +4,7 @@ and the mapping from domain errors to the surface's own error envelope."""
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -50,9 +51,15 @@ class SurfaceResolver(APIGatewayHttpResolver):
     """A resolver with validation on, whose errors are shaped by one `envelope` function.
 
     `envelope(status, code, message, details)` returns the body of the surface's error answer.
+
+    The current event and context are kept per thread: Powertools keeps the event on the class and
+    the context on the instance, which is right for Lambda (one invocation at a time per process)
+    but not for the local gateway, which runs concurrent requests (long polls among them) on the
+    threads of one process.
     """
 
     def __init__(self, envelope: Envelope, validation_status: int = 422) -> None:
+        self._local = threading.local()
         super().__init__(enable_validation=True)
         self.envelope = envelope
 
@@ -68,6 +75,29 @@ class SurfaceResolver(APIGatewayHttpResolver):
         @self.not_found
         def _no_route(_: Exception) -> Response:
             return json_response(404, envelope(404, "not_found", "No such route.", {}))
+
+    @property
+    def current_event(self) -> Any:
+        return self._local.event
+
+    @current_event.setter
+    def current_event(self, value: Any) -> None:
+        self._local.event = value
+
+    @property
+    def context(self) -> dict:
+        found = getattr(self._local, "context", None)
+        if found is None:
+            found = self._local.context = {}
+        return found
+
+    @context.setter
+    def context(self, value: dict) -> None:
+        self._local.context = value
+
+    def resolve(self, event: dict, context: Any) -> dict:
+        self._local.event = self._to_proxy_event(event)
+        return super().resolve(event, context)
 
     def principal(self) -> Principal:
         """The caller, or 401 in the surface's envelope when no valid key came with the request."""

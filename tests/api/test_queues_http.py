@@ -351,3 +351,28 @@ def test_long_poll_returns_empty_after_the_wait(api):
     t0 = time.monotonic()
     assert api.post("/api/v1/queues/lp/read", json={"wait_seconds": 1}).json() == {"messages": []}
     assert 0.9 < time.monotonic() - t0 < 3
+
+
+def test_concurrent_requests_of_two_tenants_stay_apart(gateway, make_tenant):
+    """The local gateway runs requests on threads of one process: no request may see another's event."""
+    import threading
+
+    tenants = [make_tenant(), make_tenant()]
+    for i, t in enumerate(tenants):
+        with client(gateway.url, t.key) as c:
+            assert c.post("/api/v1/queues", json={"name": f"only-{i}"}).status_code == 201
+    wrong = []
+
+    def hammer(i):
+        with client(gateway.url, tenants[i % 2].key) as c:
+            for _ in range(25):
+                names = [q["name"] for q in c.get("/api/v1/queues").json()["queues"]]
+                if names != [f"only-{i % 2}"]:
+                    wrong.append(names)
+
+    threads = [threading.Thread(target=hammer, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert wrong == []

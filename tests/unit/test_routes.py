@@ -37,9 +37,13 @@ def test_match_extracts_path_parameters():
 
 
 def test_match_misses_unknown_paths_and_methods():
-    assert match("GET", "/api/v1/nothing") is None
-    assert match("PUT", "/api/v1/queues") is None
-    assert match("GET", "/api/v1/queues/a/b/c/d") is None
+    # Only the durable surface's greedy `/{account}/{path+}` (the spec's `/{account}/s.{name}`) can
+    # catch an unknown path; its function answers 404 `{"message": "Not Found"}` as API Gateway would.
+    for method, path in (("GET", "/api/v1/nothing"), ("PUT", "/api/v1/queues"), ("GET", "/api/v1/queues/a/b/c/d")):
+        found = match(method, path)
+        assert found is None or found[0].path == "/{account}/{path+}"
+    assert match("GET", "/nothing") is None
+    assert match("PATCH", "/api/v1/nothing") is None
 
 
 def test_every_agent_handler_imports_and_has_a_valid_rate():
