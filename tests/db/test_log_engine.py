@@ -107,3 +107,23 @@ def test_read_at_finds_scattered_offsets_across_segments(tenant):
         store.drop_before(conn, p.id, 5)
         assert set(store.read_at(conn, p.id, [0, 5])) == {5}
         assert store.read_at(conn, p.id, []) == {}
+
+
+def test_frames_pack_and_unpack_from_many_threads_at_once():
+    records = [Record(("payload %d " % i).encode() * 40) for i in range(50)]
+    failures = []
+
+    def work():
+        try:
+            for _ in range(200):
+                codec, stored, _ = frames.pack(records)
+                assert frames.decode(frames.unpack(codec, stored), 0, 0)[-1].payload == records[-1].payload
+        except Exception as e:  # surfaced below
+            failures.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+import threading
 from dataclasses import dataclass
 
 import zstandard
@@ -20,8 +21,23 @@ _NO_HEADERS = 0xFFFFFFFF
 COMPRESS_ABOVE = 512  # bytes of raw frames; below this zstd's framing costs more than it saves
 RAW, ZSTD = 0, 1
 
-_compressor = zstandard.ZstdCompressor(level=1)
-_decompressor = zstandard.ZstdDecompressor()
+# zstd contexts are not thread-safe (two threads in one context corrupt data), and the local
+# gateway and the dispatchers run many threads: one context of each kind per thread.
+_codecs = threading.local()
+
+
+def _compressor() -> zstandard.ZstdCompressor:
+    found = getattr(_codecs, "compressor", None)
+    if found is None:
+        found = _codecs.compressor = zstandard.ZstdCompressor(level=1)
+    return found
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    found = getattr(_codecs, "decompressor", None)
+    if found is None:
+        found = _codecs.decompressor = zstandard.ZstdDecompressor()
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,14 +104,14 @@ def pack(records: list[Record]) -> tuple[int, bytes, int]:
     """(codec, stored bytes, raw size) for a batch: zstd above COMPRESS_ABOVE when it is smaller."""
     raw = encode(records)
     if len(raw) > COMPRESS_ABOVE:
-        packed = _compressor.compress(raw)
+        packed = _compressor().compress(raw)
         if len(packed) < len(raw):
             return ZSTD, packed, len(raw)
     return RAW, raw, len(raw)
 
 
 def unpack(codec: int, stored: bytes) -> bytes:
-    return _decompressor.decompress(stored) if codec == ZSTD else bytes(stored)
+    return _decompressor().decompress(stored) if codec == ZSTD else bytes(stored)
 
 
 def id_hash(record_id: str) -> bytes:
