@@ -97,7 +97,7 @@ def build_deps(dest: Path, *, compile_pyc: bool) -> Path:
         subprocess.run(cmd, check=True)
         shutil.rmtree(target / "bin", ignore_errors=True)  # console scripts: useless in a layer
         # zstandard's CFFI backend (11 MB) is only a fallback for when its C backend cannot load,
-        # and needs the cffi package, which the layer does not have: it could never be used.
+        # and the C backend always loads on Lambda: it would never be used.
         for path in (target / "zstandard").glob("_cffi.*.so"):
             path.unlink()
         if compile_pyc:
