@@ -93,6 +93,19 @@ ROUTES: tuple[Route, ...] = tuple(
         *[(method, path) for path in ("/v1/stream/{name}", "/{account}/{path+}")
           for method in ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS")],
     )
+    + _rows(
+        "partitioned",
+        ("POST", "/api/v1/configure"),
+        ("POST", "/api/v1/push"),
+        ("GET", "/api/v1/pop/queue/{queue}"),
+        ("GET", "/api/v1/pop/queue/{queue}/partition/{partition}"),
+        ("POST", "/api/v1/ack"),
+        ("POST", "/api/v1/ack/batch"),
+        ("POST", "/api/v1/lease/{leaseId}/extend"),
+        ("POST", "/api/v1/transaction"),
+        ("GET", "/api/v1/dlq"),
+        ("POST", "/api/v1/dlq/replay"),
+    )
     # (each surface adds its own `+ _rows("<function>", ...)` block above this line)
 )
 
@@ -101,6 +114,7 @@ FUNCTIONS: dict[str, str] = {
     "queues": "functions.api.queues.handler",
     "streams": "functions.api.streams.handler",
     "durable": "functions.api.durable.handler",
+    "partitioned": "functions.api.partitioned.handler",
     # (each surface adds its function above this line)
 }
 

@@ -65,5 +65,13 @@ AGENTS: tuple[Agent, ...] = (
         "Removes durable streams past their Stream-TTL or Stream-Expires-At (soft-deletes those forks read).",
         local_every_seconds=10,
     ),
+    Agent(
+        "partitioned-maintenance",
+        "functions.agents.partitioned_maintenance.handler",
+        60,
+        "Partitioned queues: releases expired leases (dead-letters past the retry limit) and drops"
+        " segments past retention.",
+        local_every_seconds=5,
+    ),
     # (each surface adds its agents above this line)
 )

@@ -1,0 +1,333 @@
+"""Consumer-group cursors on log partitions: committed offset, one lease at a time, retries.
+
+One row per (partition, group). Everything below `committed` is consumed by the group; a lease
+covers the batch [batch_start, batch_end) until it expires. A claim locks the row with
+SKIP LOCKED, so a partition serves one lease per group at a time while other partitions and
+other groups are served in parallel. Time comes from the database. No wire format here.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+import psycopg
+
+from . import frames
+
+# The segments holding [from, from + need) (below `until`), skipping what retention removed.
+# Offsets are gapless from the partition's start_offset up, so the segment holding the last
+# offset wanted bounds the index range scanned: the cost does not grow with the log behind it.
+_SEGMENTS = """
+WITH r AS (
+    SELECT least(%(until)s, greatest(%(from)s, start_offset) + %(need)s) AS upto
+    FROM log_partitions WHERE id = %(p)s
+)
+SELECT first_offset, codec, frames, (extract(epoch FROM created_at) * 1000)::bigint
+FROM log_segments, r
+WHERE partition_id = %(p)s AND end_offset > %(from)s
+  AND end_offset <= coalesce((SELECT min(end_offset) FROM log_segments
+                              WHERE partition_id = %(p)s AND end_offset >= r.upto), 9223372036854775807)
+ORDER BY end_offset
+"""
+
+
+def _cut(rows: list[tuple], cursor: int, until: int, max_records: int, out: list[frames.Entry]) -> int:
+    """Append the entries at offsets >= cursor (and < until) of these segments to `out`, up to
+    `max_records`; frames before the cursor are skipped by their headers, never decoded.
+    Returns the offset after the last frame looked at."""
+    header, size = frames._HEADER, frames._HEADER.size
+    no_key, no_headers = frames._NO_KEY, frames._NO_HEADERS
+    for first, codec, stored, seg_ts in rows:
+        raw = frames.unpack(codec, stored)
+        pos, offset, length = 0, first, len(raw)
+        while pos < length and offset < until and len(out) < max_records:
+            ts, id_len, key_len, headers_len, payload_len = header.unpack_from(raw, pos)
+            body = pos + size
+            key_size = 0 if key_len == no_key else key_len
+            headers_size = 0 if headers_len == no_headers else headers_len
+            nxt = body + id_len + key_size + headers_size + payload_len
+            if offset >= cursor:
+                p = body + id_len
+                key = raw[p : p + key_len].decode() if key_len != no_key else None
+                p += key_size
+                hdrs = raw[p : p + headers_len] if headers_len != no_headers else None
+                p += headers_size
+                out.append(frames.Entry(offset, ts or seg_ts, raw[body : body + id_len].decode(), key, hdrs,
+                                        raw[p : p + payload_len]))
+            pos, offset = nxt, offset + 1
+        cursor = max(cursor, offset)
+        if len(out) >= max_records or offset >= until:
+            break
+    return cursor
+
+
+def read_window(conn: psycopg.Connection, partition_id: int, from_offset: int, max_records: int,
+                until_offset: int | None = None) -> list[frames.Entry]:
+    """store.read for consumers: the same entries, but only the segments covering the range are
+    fetched, frames before `from_offset` are skipped by their headers and decoding stops at
+    `max_records`: reading one record of a 1,000-frame segment decodes one frame, not a thousand.
+    (Proposed for store.read itself.)"""
+    out: list[frames.Entry] = []
+    until = until_offset if until_offset is not None else 2**62
+    cursor = from_offset
+    while len(out) < max_records and cursor < until:
+        rows = conn.execute(_SEGMENTS, {"p": partition_id, "from": cursor, "until": until,
+                                        "need": max_records - len(out)}).fetchall()
+        if not rows:
+            break
+        cursor = _cut(rows, cursor, until, max_records, out)
+    return out
+
+
+# Where a group that meets a partition for the first time starts: every retained record, only
+# records appended from now on, or records appended at or after a time.
+Start = str | datetime  # "all" | "new" | a timestamp
+
+
+@dataclass(frozen=True)
+class Cursor:
+    partition_id: int
+    partition: str               # the partition's name
+    group: str
+    committed: int
+    lease_id: str | None
+    lease_live: bool             # a lease is held and has not expired
+    batch_start: int | None
+    batch_end: int | None
+    batch_last_id: str | None    # the id of the leased batch's last record (acks name it)
+    retry_count: int
+    next_offset: int             # the partition's next offset (its end)
+    now_ms: int                  # the database's clock when the row was read
+    tenant_id: str
+    owner_kind: str
+    owner_id: int
+
+
+_COLUMNS = """
+c.partition_id, p.name, c.consumer_group, c.committed, c.lease_id::text,
+coalesce(c.lease_id IS NOT NULL AND c.lease_expires_at > clock_timestamp(), false),
+c.batch_start, c.batch_end, c.batch_last_id, c.retry_count, p.next_offset,
+(extract(epoch FROM clock_timestamp()) * 1000)::bigint, p.tenant_id::text, p.owner_kind, p.owner_id
+"""
+
+_START = """
+CASE WHEN %(mode)s = 'new' THEN p.next_offset
+     WHEN %(mode)s = 'time' THEN coalesce((
+         SELECT s.first_offset FROM log_segments s
+         WHERE s.partition_id = p.id AND s.created_at >= %(since)s ORDER BY s.end_offset LIMIT 1), p.next_offset)
+     ELSE p.start_offset END
+"""
+
+
+def _start_params(start: Start) -> dict:
+    if isinstance(start, datetime):
+        return {"mode": "time", "since": start}
+    return {"mode": "new" if start == "new" else "all", "since": None}
+
+
+def ensure(conn: psycopg.Connection, owner_kind: str, owner_id: int, group: str, start: Start = "all",
+           partition_ids: list[int] | None = None) -> int:
+    """Create the group's missing cursors on the owner's partitions (or only on `partition_ids`);
+    returns how many were created. Existing cursors are never moved."""
+    return conn.execute(
+        "INSERT INTO log_cursors (partition_id, consumer_group, committed)"
+        f" SELECT p.id, %(g)s, {_START} FROM log_partitions p"
+        " WHERE p.owner_kind = %(k)s AND p.owner_id = %(o)s"
+        " AND (%(ids)s::bigint[] IS NULL OR p.id = ANY(%(ids)s::bigint[]))"
+        " AND NOT EXISTS (SELECT 1 FROM log_cursors x WHERE x.partition_id = p.id AND x.consumer_group = %(g)s)"
+        " ON CONFLICT DO NOTHING",
+        {"g": group, "k": owner_kind, "o": owner_id, "ids": partition_ids, **_start_params(start)},
+    ).rowcount
+
+
+def ensure_groups(conn: psycopg.Connection, partition_id: int, groups: list[str]) -> None:
+    """A partition that just appeared starts at its beginning for every group already consuming."""
+    if groups:
+        conn.execute(
+            "INSERT INTO log_cursors (partition_id, consumer_group, committed)"
+            " SELECT %s, g, 0 FROM unnest(%s::text[]) g ON CONFLICT DO NOTHING",
+            (partition_id, groups),
+        )
+
+
+_CLAIM = f"""
+WITH c AS (
+    SELECT {_COLUMNS}, greatest(c.committed, p.start_offset) AS read_from
+    FROM log_cursors c JOIN log_partitions p ON p.id = c.partition_id
+    WHERE p.owner_kind = %(k)s AND p.owner_id = %(o)s AND c.consumer_group = %(g)s
+      AND (%(pid)s::bigint IS NULL OR p.id = %(pid)s::bigint)
+      AND p.id <> ALL(%(skip)s::bigint[])
+      AND c.committed < p.next_offset
+      AND (c.lease_id IS NULL OR c.lease_expires_at <= clock_timestamp())
+      AND (c.available_at IS NULL OR c.available_at <= clock_timestamp())
+    ORDER BY c.served_at
+    LIMIT 1
+    FOR UPDATE OF c SKIP LOCKED
+)
+SELECT c.*, s.first_offset, s.codec, s.frames, s.ts
+FROM c LEFT JOIN LATERAL (
+    SELECT first_offset, end_offset, codec, frames, (extract(epoch FROM created_at) * 1000)::bigint AS ts
+    FROM log_segments
+    WHERE partition_id = c.partition_id AND end_offset > c.read_from
+      AND end_offset <= coalesce((SELECT min(x.end_offset) FROM log_segments x
+                                  WHERE x.partition_id = c.partition_id AND x.end_offset >= c.read_from + %(need)s),
+                                 9223372036854775807)
+    ORDER BY end_offset
+) s ON true
+ORDER BY s.end_offset
+"""
+_CURSOR_FIELDS = 15
+
+
+def claim(conn: psycopg.Connection, owner_kind: str, owner_id: int, group: str, max_records: int, *,
+          partition_id: int | None = None, skip: list[int] | None = None) -> tuple[Cursor, list[frames.Entry]] | None:
+    """Lock the group's least recently served cursor that has records, no live lease and no retry
+    delay pending, with up to `max_records` records from its committed offset (one round trip);
+    None when there is none. The caller then grants a lease or commits, in the same transaction.
+    A cursor returned with `lease_id` set held a lease that expired."""
+    rows = conn.execute(_CLAIM, {"k": owner_kind, "o": owner_id, "g": group, "pid": partition_id,
+                                 "skip": skip or [], "need": max_records}).fetchall()
+    if not rows:
+        return None
+    cursor = Cursor(*rows[0][:_CURSOR_FIELDS])
+    segments = [r[_CURSOR_FIELDS + 1:] for r in rows if r[_CURSOR_FIELDS + 1] is not None]
+    entries: list[frames.Entry] = []
+    _cut(segments, cursor.committed, 2**62, max_records, entries)
+    return cursor, entries
+
+
+def grant(conn: psycopg.Connection, cursor: Cursor, batch_end: int, lease_seconds: float, last_id: str | None = None,
+          retry_count: int | None = None) -> tuple[str, datetime]:
+    """Lease [committed, batch_end) on a claimed cursor (`last_id`: its last record's id); returns
+    (lease id, expiry)."""
+    lease_id = str(uuid.uuid4())
+    expires = conn.execute(
+        "UPDATE log_cursors SET lease_id = %(l)s, lease_expires_at = clock_timestamp() + %(s)s * interval '1 second',"
+        " batch_start = committed, batch_end = %(e)s, batch_last_id = %(last)s,"
+        " retry_count = coalesce(%(r)s, retry_count),"
+        " available_at = NULL, served_at = clock_timestamp()"
+        " WHERE partition_id = %(p)s AND consumer_group = %(g)s RETURNING lease_expires_at",
+        {"l": lease_id, "s": lease_seconds, "e": batch_end, "last": last_id, "r": retry_count, "p": cursor.partition_id,
+         "g": cursor.group},
+    ).fetchone()[0]
+    return lease_id, expires
+
+
+def held(conn: psycopg.Connection, lease_id: str) -> Cursor | None:
+    """The cursor holding `lease_id` (live or expired), locked for the caller's transaction."""
+    try:
+        uuid.UUID(str(lease_id))
+    except ValueError:
+        return None
+    row = conn.execute(
+        f"SELECT {_COLUMNS} FROM log_cursors c JOIN log_partitions p ON p.id = c.partition_id"
+        " WHERE c.lease_id = %s FOR UPDATE OF c",
+        (str(lease_id),),
+    ).fetchone()
+    return Cursor(*row) if row else None
+
+
+def commit(conn: psycopg.Connection, cursor: Cursor, upto: int, *, release: bool, consumed: int | None = None) -> None:
+    """Move the committed offset forward to `upto` (never back). With `release`, drop the lease."""
+    conn.execute(
+        "UPDATE log_cursors SET"
+        " total_consumed = total_consumed + coalesce(%(n)s, greatest(%(u)s - committed, 0)),"
+        " retry_count = CASE WHEN %(u)s > committed THEN 0 ELSE retry_count END,"
+        " committed = greatest(committed, %(u)s), served_at = clock_timestamp(),"
+        " lease_id = CASE WHEN %(r)s THEN NULL ELSE lease_id END,"
+        " lease_expires_at = CASE WHEN %(r)s THEN NULL ELSE lease_expires_at END,"
+        " batch_start = CASE WHEN %(r)s THEN NULL ELSE batch_start END,"
+        " batch_end = CASE WHEN %(r)s THEN NULL ELSE batch_end END,"
+        " batch_last_id = CASE WHEN %(r)s THEN NULL ELSE batch_last_id END,"
+        " available_at = NULL"
+        " WHERE partition_id = %(p)s AND consumer_group = %(g)s",
+        {"n": consumed, "u": upto, "r": release, "p": cursor.partition_id, "g": cursor.group},
+    )
+
+
+_COMMIT_LEASE = """
+WITH old AS (
+    SELECT c.partition_id, c.consumer_group, c.committed, c.batch_end
+    FROM log_cursors c JOIN log_partitions p ON p.id = c.partition_id
+    WHERE c.lease_id = %(l)s AND c.lease_expires_at > clock_timestamp()
+      AND p.tenant_id = %(t)s AND p.owner_kind = %(k)s
+      AND (%(pid)s::bigint IS NULL OR c.partition_id = %(pid)s::bigint)
+      AND (%(g)s::text IS NULL OR c.consumer_group = %(g)s)
+      AND (%(last)s::text[] IS NULL OR c.batch_last_id = ANY(%(last)s::text[]))
+    FOR UPDATE OF c
+)
+UPDATE log_cursors c SET
+    total_consumed = c.total_consumed + greatest(old.batch_end - old.committed, 0),
+    committed = greatest(old.committed, old.batch_end), retry_count = 0, served_at = clock_timestamp(),
+    lease_id = NULL, lease_expires_at = NULL, batch_start = NULL, batch_end = NULL, batch_last_id = NULL,
+    available_at = NULL
+FROM old
+WHERE c.partition_id = old.partition_id AND c.consumer_group = old.consumer_group
+RETURNING c.partition_id, greatest(old.batch_end - old.committed, 0)
+"""
+
+
+def commit_lease(conn: psycopg.Connection, lease_id: str, tenant_id: str, owner_kind: str, *,
+                 partition_id: int | None = None, group: str | None = None,
+                 last_ids: list[str] | None = None) -> tuple[int, int] | None:
+    """The common ack in one statement: when `lease_id` is live, the tenant's, matches the partition
+    and group given, and (with `last_ids`) one of them is the batch's last record, commit the whole
+    leased batch and release the lease. Returns (partition id, records committed), or None and
+    nothing changes (the caller then takes the general path)."""
+    try:
+        uuid.UUID(str(lease_id))
+    except ValueError:
+        return None
+    row = conn.execute(_COMMIT_LEASE, {"l": str(lease_id), "t": tenant_id, "k": owner_kind, "pid": partition_id,
+                                       "g": group, "last": last_ids}).fetchone()
+    return (row[0], row[1]) if row else None
+
+
+def release(conn: psycopg.Connection, cursor: Cursor, *, retry_count: int, delay_ms: int = 0) -> None:
+    """Drop the lease without committing: the same records redeliver, after `delay_ms`."""
+    conn.execute(
+        "UPDATE log_cursors SET lease_id = NULL, lease_expires_at = NULL, batch_start = NULL, batch_end = NULL,"
+        " batch_last_id = NULL,"
+        " retry_count = %(r)s,"
+        " available_at = CASE WHEN %(d)s > 0 THEN clock_timestamp() + %(d)s * interval '1 millisecond' END"
+        " WHERE partition_id = %(p)s AND consumer_group = %(g)s",
+        {"r": retry_count, "d": delay_ms, "p": cursor.partition_id, "g": cursor.group},
+    )
+
+
+def extend(conn: psycopg.Connection, cursor: Cursor, seconds: float) -> datetime:
+    """Push a live lease's expiry to `seconds` from now."""
+    return conn.execute(
+        "UPDATE log_cursors SET lease_expires_at = clock_timestamp() + %s * interval '1 second'"
+        " WHERE partition_id = %s AND consumer_group = %s RETURNING lease_expires_at",
+        (seconds, cursor.partition_id, cursor.group),
+    ).fetchone()[0]
+
+
+def expired(conn: psycopg.Connection, owner_kind: str, limit: int) -> list[Cursor]:
+    """Cursors whose lease ran out, locked (SKIP LOCKED, so overlapping sweeps share the work)."""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM log_cursors c JOIN log_partitions p ON p.id = c.partition_id"
+        " WHERE c.lease_id IS NOT NULL AND c.lease_expires_at <= clock_timestamp() AND p.owner_kind = %s"
+        " ORDER BY c.lease_expires_at LIMIT %s FOR UPDATE OF c SKIP LOCKED",
+        (owner_kind, limit),
+    ).fetchall()
+    return [Cursor(*r) for r in rows]
+
+
+def slowest(conn: psycopg.Connection, partition_id: int) -> int | None:
+    """The lowest committed offset over the partition's groups (None when no group reads it)."""
+    return conn.execute("SELECT min(committed) FROM log_cursors WHERE partition_id = %s", (partition_id,)).fetchone()[0]
+
+
+def lag(conn: psycopg.Connection, owner_kind: str, owner_id: int) -> list[tuple[str, str, int, int, bool]]:
+    """(partition, group, committed, partition end, leased) for each cursor of an owner."""
+    return conn.execute(
+        "SELECT p.name, c.consumer_group, c.committed, p.next_offset,"
+        " coalesce(c.lease_id IS NOT NULL AND c.lease_expires_at > clock_timestamp(), false)"
+        " FROM log_cursors c JOIN log_partitions p ON p.id = c.partition_id"
+        " WHERE p.owner_kind = %s AND p.owner_id = %s ORDER BY p.name, c.consumer_group",
+        (owner_kind, owner_id),
+    ).fetchall()

@@ -1,0 +1,10 @@
+"""Partitioned queues (Queen-MQ style) on the log engine: push, pop with leases, ack, DLQ.
+
+Modules: `queues` (queue rows and options), `payloads` (JSON and encryption envelopes),
+`produce` (push on an open connection), `consume` (lease, ack, extend on an open connection),
+`dlq` (dead letters), `maintenance` (the agent's sweeps), `service` (one unit of work per call).
+"""
+
+OWNER_KIND = "pq"  # log_partitions.owner_kind of a partitioned queue's partitions
+QUEUE_MODE = "__QUEUE_MODE__"  # the group of consumers that pop without naming one
+DEFAULT_PARTITION = "Default"

@@ -1,0 +1,64 @@
+"""Dead letters: messages that failed past their queue's retry limit, listed and replayed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from ..errors import NotFound
+from ..log import store
+from ..log.frames import Record
+from . import payloads, queues
+from .consume import iso
+
+_LIST = """
+SELECT d.id, q.name, p.name, d.partition_id, d.consumer_group, d."offset", d.transaction_id, d.message_id,
+       d.headers, d.payload, (extract(epoch FROM d.created_at) * 1000)::bigint,
+       (extract(epoch FROM d.failed_at) * 1000)::bigint, d.retry_count, d.error
+FROM pq_dead_letters d JOIN pq_queues q ON q.id = d.queue_id JOIN log_partitions p ON p.id = d.partition_id
+WHERE d.tenant_id = %(t)s AND (%(q)s::bigint IS NULL OR d.queue_id = %(q)s)
+  AND (%(p)s::text IS NULL OR p.name = %(p)s) AND (%(g)s::text IS NULL OR d.consumer_group = %(g)s)
+"""
+
+
+def list_messages(conn: psycopg.Connection, tenant_id: str, queue: str | None, partition: str | None,
+                  group: str | None, limit: int, offset: int) -> dict[str, Any]:
+    qid = queues.get(conn, tenant_id, queue).id if queue else None
+    params = {"t": tenant_id, "q": qid, "p": partition, "g": group}
+    total = conn.execute(f"SELECT count(*) FROM ({_LIST}) x", params).fetchone()[0]
+    rows = conn.execute(_LIST + " ORDER BY d.id LIMIT %(limit)s OFFSET %(offset)s",
+                        {**params, "limit": limit, "offset": offset}).fetchall()
+    out = []
+    for (did, qname, pname, pid, grp, off, tid, mid, headers, stored, created, failed, retries, error) in rows:
+        data = payloads.decode(stored, headers)
+        out.append({
+            "id": str(did), "queue": qname, "partition": pname, "partitionId": str(pid), "consumerGroup": grp,
+            "offset": off, "transactionId": tid, "messageId": mid, "createdAt": iso(created),
+            "failedAt": iso(failed), "retryCount": retries, "errorMessage": error, "data": data, "payload": data,
+        })
+    return {"messages": out, "total": total, "limit": limit, "offset": offset}
+
+
+def replay(conn: psycopg.Connection, tenant_id: str, ids: list[int]) -> list[dict[str, Any]]:
+    """Append the dead letters again at the end of their partitions (every group of that partition
+    sees them again) and remove them from the dead letters. Unknown ids: 404, nothing replayed."""
+    rows = conn.execute(
+        "DELETE FROM pq_dead_letters WHERE tenant_id = %s AND id = ANY(%s)"
+        " RETURNING id, queue_id, partition_id, transaction_id, message_id, headers, payload",
+        (tenant_id, ids),
+    ).fetchall()
+    missing = sorted(set(ids) - {r[0] for r in rows})
+    if missing:
+        raise NotFound(f"dead letter not found: {missing[0]}")
+    by_partition: dict[int, list[tuple]] = {}
+    for row in sorted(rows):
+        by_partition.setdefault(row[2], []).append(row)
+    results = []
+    for pid in sorted(by_partition):
+        group = by_partition[pid]
+        # No dedup here: the transaction id was stored once already and replay means "again".
+        appended = store.append(conn, pid, [Record(bytes(r[6]), id=r[3], key=r[4], headers=r[5]) for r in group])
+        for row, off in zip(group, appended.offsets, strict=True):
+            results.append({"id": str(row[0]), "partitionId": str(pid), "transactionId": row[3], "offset": off})
+    return results

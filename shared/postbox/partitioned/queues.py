@@ -1,0 +1,128 @@
+"""Queue rows and their options. Names are unique per tenant; another tenant's queue is missing."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+from typing import Any
+
+import psycopg
+
+from ..errors import Invalid, NotFound
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+MAX_PARTITION_NAME = 256
+
+
+@dataclass(frozen=True)
+class Queue:
+    id: int
+    tenant_id: str
+    name: str
+    lease_time: int
+    retry_limit: int
+    retry_delay_ms: int
+    delayed_processing: int
+    retention_seconds: int
+    completed_retention_seconds: int
+    encryption_enabled: bool
+    dlq_after_max_retries: bool
+
+    def options(self) -> dict[str, Any]:
+        """The options as the API names them."""
+        return {wire: getattr(self, column) for wire, column in OPTIONS.items()}
+
+
+# Wire option name -> column. retryDelay is in milliseconds, the other times in seconds (as in Queen).
+OPTIONS = {
+    "leaseTime": "lease_time",
+    "retryLimit": "retry_limit",
+    "retryDelay": "retry_delay_ms",
+    "delayedProcessing": "delayed_processing",
+    "retentionSeconds": "retention_seconds",
+    "completedRetentionSeconds": "completed_retention_seconds",
+    "encryptionEnabled": "encryption_enabled",
+    "dlqAfterMaxRetries": "dlq_after_max_retries",
+}
+_COLUMNS = ", ".join(f.name for f in fields(Queue))
+
+
+def check_name(name: str) -> None:
+    if not NAME.match(name or ""):
+        raise Invalid("queue: must be 1-128 letters, digits or . _ : @ - (starting with a letter or digit)")
+
+
+def check_partition(name: str) -> None:
+    if not name or len(name) > MAX_PARTITION_NAME or "/" in name or not name.isprintable():
+        raise Invalid(f"partition: must be 1-{MAX_PARTITION_NAME} printable characters without '/'")
+
+
+def find(conn: psycopg.Connection, tenant_id: str, name: str) -> Queue | None:
+    row = conn.execute(f"SELECT {_COLUMNS} FROM pq_queues WHERE tenant_id = %s AND name = %s",
+                       (tenant_id, name)).fetchone()
+    return _queue(row) if row else None
+
+
+def find_with_partition(conn: psycopg.Connection, tenant_id: str, name: str, partition: str,
+                        owner_kind: str) -> tuple[Queue | None, tuple | None]:
+    """The queue and its partition's row (id, name, next_offset, start_offset, stored_bytes) in one
+    round trip; either may be None."""
+    row = conn.execute(
+        f"SELECT {', '.join('q.' + f.name for f in fields(Queue))},"
+        " p.id, p.name, p.next_offset, p.start_offset, p.stored_bytes"
+        " FROM pq_queues q LEFT JOIN log_partitions p"
+        " ON p.owner_kind = %(k)s AND p.owner_id = q.id AND p.name = %(p)s"
+        " WHERE q.tenant_id = %(t)s AND q.name = %(q)s",
+        {"k": owner_kind, "p": partition, "t": tenant_id, "q": name},
+    ).fetchone()
+    if row is None:
+        return None, None
+    n = len(fields(Queue))
+    return _queue(row[:n]), (row[n:] if row[n] is not None else None)
+
+
+def get(conn: psycopg.Connection, tenant_id: str, name: str) -> Queue:
+    """The tenant's queue, or 404 (the same answer for another tenant's queue)."""
+    found = find(conn, tenant_id, name)
+    if found is None:
+        raise NotFound(f"queue not found: {name}")
+    return found
+
+
+def ensure(conn: psycopg.Connection, tenant_id: str, name: str) -> Queue:
+    """The tenant's queue, created with default options on first push."""
+    found = find(conn, tenant_id, name)
+    if found is not None:
+        return found
+    check_name(name)
+    row = conn.execute(
+        "INSERT INTO pq_queues (tenant_id, name) VALUES (%s, %s)"
+        f" ON CONFLICT (tenant_id, name) DO UPDATE SET name = excluded.name RETURNING {_COLUMNS}",
+        (tenant_id, name),
+    ).fetchone()
+    return _queue(row)
+
+
+def configure(conn: psycopg.Connection, tenant_id: str, name: str, options: dict[str, Any]) -> Queue:
+    """Create the queue or change the options given (wire names); the others keep their values."""
+    check_name(name)
+    unknown = set(options) - set(OPTIONS)
+    if unknown:
+        raise Invalid(f"options: unknown option {sorted(unknown)[0]}")
+    queue = ensure(conn, tenant_id, name)
+    if not options:
+        return queue
+    sets = ", ".join(f"{OPTIONS[k]} = %({k})s" for k in options)
+    row = conn.execute(
+        f"UPDATE pq_queues SET {sets}, updated_at = clock_timestamp() WHERE id = %(id)s RETURNING {_COLUMNS}",
+        {**options, "id": queue.id},
+    ).fetchone()
+    return _queue(row)
+
+
+def _queue(row: tuple) -> Queue:
+    return Queue(row[0], str(row[1]), *row[2:])
+
+
+def by_id(conn: psycopg.Connection, queue_id: int) -> Queue:
+    return _queue(conn.execute(f"SELECT {_COLUMNS} FROM pq_queues WHERE id = %s", (queue_id,)).fetchone())

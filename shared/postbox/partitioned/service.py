@@ -1,0 +1,134 @@
+"""Partitioned queues for one principal: each call is one unit of work (one transaction).
+
+Queues are the tenant's (names unique per tenant); another tenant's queue or partition is
+answered exactly like a missing one. Pops long-poll on the queue's wake-up channel.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .. import config, db, wakeup
+from ..errors import Forbidden, Invalid, NotFound, Unauthorized
+from ..log import store
+from ..tenancy import Principal
+from . import OWNER_KIND, QUEUE_MODE, consume, dlq, produce, queues
+from .consume import Ack
+from .produce import Item
+
+RECHECK_SECONDS = 1.0  # long polls re-check this often (leases expire and delays fall due silently)
+MAX_LEASE_SECONDS = 7 * 24 * 3600
+
+
+def _require(principal: Principal, need: str) -> str:
+    if principal.is_anonymous:
+        raise Unauthorized("This key cannot use partitioned queues.")
+    if not principal.can(need):
+        raise Forbidden(f"This key's role ({principal.role}) cannot do this; it needs {need}.")
+    return principal.tenant_id
+
+
+def configure(principal: Principal, queue: str, options: dict[str, Any]) -> dict[str, Any]:
+    tenant = _require(principal, "write")
+    with db.transaction() as conn:
+        found = queues.configure(conn, tenant, queue, options)
+    if found.encryption_enabled:
+        from . import payloads
+
+        payloads.seal(b"")  # a missing key or library is a 503 now, not at the first push
+    return {"configured": True, "queue": found.name, "options": found.options()}
+
+
+def push(principal: Principal, items: list[Item]) -> list[dict[str, Any]]:
+    tenant = _require(principal, "write")
+    if not items:
+        raise Invalid("items: at least one item is required")
+    with db.transaction() as conn:
+        return produce.push(conn, tenant, items)
+
+
+@dataclass(frozen=True)
+class PopRequest:
+    queue: str
+    partition: str | None = None
+    batch: int = 1
+    wait: bool = False
+    timeout_ms: int | None = None
+    consumer_group: str | None = None
+    auto_ack: bool = False
+    start: str | datetime = "all"  # subscription of a new group: "all", "new" or a time
+
+
+def pop(principal: Principal, request: PopRequest) -> list[dict[str, Any]]:
+    """Lease the next batch of one partition; with `wait`, long-poll (bounded) until one is ready."""
+    tenant = _require(principal, "write")
+    group = request.consumer_group or QUEUE_MODE
+    limit_s = config.settings().long_poll_ms / 1000
+    wait_s = min((request.timeout_ms if request.timeout_ms is not None else limit_s * 1000) / 1000, limit_s)
+    deadline = time.monotonic() + (wait_s if request.wait else 0)
+    while True:
+        with db.transaction() as conn:
+            queue = queues.get(conn, tenant, request.queue)
+            partition = None
+            if request.partition is not None:
+                partition = store.find_partition(conn, OWNER_KIND, queue.id, request.partition)
+                if partition is None:
+                    raise NotFound(f"partition not found: {request.partition}")
+            found = consume.lease(conn, queue, group, request.batch, partition=partition, start=request.start,
+                                  auto_ack=request.auto_ack)
+        remaining = deadline - time.monotonic()
+        if found or remaining <= 0:
+            return found
+        wakeup.wait([produce.channel(queue.id)], min(remaining, RECHECK_SECONDS))
+
+
+def ack(principal: Principal, acks: list[Ack]) -> list[dict[str, Any]]:
+    tenant = _require(principal, "write")
+    if not acks:
+        raise Invalid("acknowledgments: at least one ack is required")
+    with db.transaction() as conn:
+        return consume.ack(conn, tenant, acks)
+
+
+def extend(principal: Principal, lease_id: str, seconds: float | None = None) -> dict[str, Any]:
+    tenant = _require(principal, "write")
+    if seconds is not None and not 0 < seconds <= MAX_LEASE_SECONDS:
+        raise Invalid(f"seconds: must be more than 0 and at most {MAX_LEASE_SECONDS}")
+    with db.transaction() as conn:
+        return consume.extend(conn, tenant, lease_id, seconds)
+
+
+def transaction(principal: Principal, operations: list[Ack | list[Item]]) -> list[dict[str, Any]]:
+    """Acks and pushes in one transaction: any refusal rolls back every operation."""
+    tenant = _require(principal, "write")
+    if not operations:
+        raise Invalid("operations: at least one operation is required")
+    results: list[dict[str, Any]] = []
+    with db.transaction() as conn:
+        for op in operations:
+            if isinstance(op, Ack):
+                results.append({"type": "ack", **consume.ack(conn, tenant, [op])[0]})
+            else:
+                results.append({"type": "push", "results": produce.push(conn, tenant, op)})
+    return results
+
+
+def dead_letters(principal: Principal, queue: str | None, partition: str | None, group: str | None,
+                 limit: int, offset: int) -> dict[str, Any]:
+    tenant = _require(principal, "read")
+    with db.transaction() as conn:
+        return dlq.list_messages(conn, tenant, queue, partition, group, limit, offset)
+
+
+def replay(principal: Principal, ids: list[int]) -> dict[str, Any]:
+    tenant = _require(principal, "write")
+    with db.transaction() as conn:
+        results = dlq.replay(conn, tenant, ids)
+        queue_ids = [r[0] for r in conn.execute(
+            "SELECT DISTINCT owner_id FROM log_partitions WHERE id = ANY(%s)",
+            ([int(r["partitionId"]) for r in results],))]
+        wakeup.notify(conn, [produce.channel(q) for q in queue_ids])
+    return {"replayed": len(results), "results": results}
