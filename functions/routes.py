@@ -106,6 +106,12 @@ ROUTES: tuple[Route, ...] = tuple(
         ("GET", "/api/v1/dlq"),
         ("POST", "/api/v1/dlq/replay"),
     )
+    + _rows(
+        "flows",
+        ("POST", "/streams/v1/queries"),
+        ("POST", "/streams/v1/state/get"),
+        ("POST", "/streams/v1/cycle"),
+    )
     # (each surface adds its own `+ _rows("<function>", ...)` block above this line)
 )
 
@@ -115,6 +121,7 @@ FUNCTIONS: dict[str, str] = {
     "streams": "functions.api.streams.handler",
     "durable": "functions.api.durable.handler",
     "partitioned": "functions.api.partitioned.handler",
+    "flows": "functions.api.flows.handler",
     # (each surface adds its function above this line)
 }
 

@@ -73,5 +73,13 @@ AGENTS: tuple[Agent, ...] = (
         " segments past retention.",
         local_every_seconds=5,
     ),
+    Agent(
+        "flows-hosted",
+        "functions.agents.flows_hosted.handler",
+        60,
+        "Streaming queries hosted as a function: folds what waits and idle-flushes ripe windows of"
+        " partitions that went quiet, even when no worker is up.",
+        local_every_seconds=5,
+    ),
     # (each surface adds its agents above this line)
 )

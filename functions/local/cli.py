@@ -77,14 +77,29 @@ def _admin(args: argparse.Namespace) -> int:
             if tenant is None:
                 raise errors.NotFound(f"no tenant {args.tenant!r}")
             out = tenancy.list_keys(tenant)
-        else:
+        elif args.what == "key-revoke":
             tenancy.revoke_key(args.key_id)
             out = {"revoked": args.key_id}
+        else:
+            out = _streams_admin(args)
     except errors.PostboxError as e:
         print(f"postbox admin: {e.message}", file=sys.stderr)
         return 1
     print(json.dumps(out, indent=2, default=str))
     return 0
+
+
+def _streams_admin(args: argparse.Namespace) -> object:
+    """Streaming-query grants (the flows quota) and hosted queries."""
+    from postbox.flows import hosted, quotas
+
+    if args.what == "streams-grant":
+        return quotas.grant(args.tenant, max_queries=args.max_queries, enabled=not args.disabled)
+    if args.what == "streams-revoke":
+        return quotas.revoke(args.tenant)
+    if args.what == "streams-grants":
+        return quotas.list_grants()
+    return hosted.host_for_tenant(args.tenant, args.factory, reset=args.reset)
 
 
 def _migrate(_: argparse.Namespace) -> int:
@@ -125,6 +140,17 @@ def parser() -> argparse.ArgumentParser:
     kl.add_argument("tenant")
     kr = what.add_parser("key-revoke")
     kr.add_argument("key_id")
+    sg = what.add_parser("streams-grant", help="let a tenant register streaming queries (flows)")
+    sg.add_argument("tenant", help="tenant name or id")
+    sg.add_argument("--max-queries", type=int, default=None)
+    sg.add_argument("--disabled", action="store_true")
+    sr = what.add_parser("streams-revoke", help="stop a tenant registering new streaming queries")
+    sr.add_argument("tenant")
+    what.add_parser("streams-grants", help="list streaming-query grants")
+    sh = what.add_parser("streams-host", help="run a query (module:function) as the flows-hosted agent")
+    sh.add_argument("tenant")
+    sh.add_argument("factory")
+    sh.add_argument("--reset", action="store_true")
     admin.set_defaults(run=_admin)
 
     mig = sub.add_parser("migrate", help="apply migrations to DATABASE_URL")

@@ -43,3 +43,14 @@ def test_admin_errors_are_one_line_and_exit_1(database_url, capsys):
 def test_migrate_command_is_up_to_date(database_url, capsys):
     code, out, _ = _run(capsys, "migrate")
     assert code == 0 and "up to date" in out
+
+
+def test_streams_grants(database_url, capsys):
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    _run(capsys, "admin", "tenant-create", name)
+    code, out, _ = _run(capsys, "admin", "streams-grant", name, "--max-queries", "3")
+    assert code == 0 and json.loads(out)
+    code, out, _ = _run(capsys, "admin", "streams-grants")
+    assert code == 0 and name in out
+    code, out, _ = _run(capsys, "admin", "streams-revoke", name)
+    assert code == 0

@@ -1,0 +1,89 @@
+"""The flows surface (`/streams/v1`): query registration, state reads and the cycle commit.
+
+Errors: `{"success": false, "error": …}` (400 validation, 403 with `denied: true`, 409 naming the
+query); the ownership gate answers 404 `{"error": "not found"}`. A completed cycle is always 200.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Body
+
+from functions.api.common import SurfaceResolver, json_response
+from functions.api.flows_schema import Cycle, GetState, RegisterQuery
+from functions.observability import instrument
+from postbox.errors import Invalid
+from postbox.flows import cycle, queries, state
+
+logger, metrics, lambda_handler = instrument("flows")
+
+_KEEP = ("denied", "query_id", "name")
+
+
+def envelope(status: int, code: str, message: str, details: dict[str, Any]) -> dict[str, Any]:
+    if code == "ownership":
+        return {"error": "not found"}
+    if "errors" in details:
+        parts = [".".join(str(p) for p in e["loc"][1:] or e["loc"]) + ": " + e["msg"] for e in details["errors"]]
+        return {"success": False, "error": "; ".join(parts) or "invalid request body"}
+    body: dict[str, Any] = {"success": False, "error": message}
+    body.update({k: details[k] for k in _KEEP if k in details})
+    return body
+
+
+app = SurfaceResolver(envelope, validation_status=400)
+router = Router()
+
+
+@app.exception_handler(Exception)
+def _failed(error: Exception):
+    """The call itself failed (not the client's input): 500, safe to retry (one transaction)."""
+    logger.exception("flows call failed")
+    return json_response(500, {"success": False, "error": "internal error"})
+
+
+@router.post("/queries")
+def register(body: Annotated[RegisterQuery, Body()]):
+    if not body.config_hash:
+        raise Invalid("config_hash is required")
+    return queries.register(app.principal(), body.name, body.source_queue, body.sink_queue, body.config_hash,
+                            bool(body.reset))
+
+
+@router.post("/state/get")
+def get_state(body: Annotated[GetState, Body()]):
+    if not body.query_id or body.partition_id in (None, ""):
+        raise Invalid("query_id and partition_id are required")
+    return state.get(app.principal(), body.query_id, str(body.partition_id), keys=body.keys,
+                     key_prefix=body.key_prefix or None, ripe_at_or_before=body.ripe_at_or_before)
+
+
+@router.post("/cycle")
+def run_cycle(body: Annotated[Cycle, Body()]):
+    if not body.query_id or body.partition_id in (None, ""):
+        raise Invalid("query_id and partition_id are required")
+    ack = None
+    if body.ack is not None:
+        ack = cycle.AckRequest(lease_id=body.ack.leaseId or "", status=body.ack.status, count=body.ack.count,
+                               transaction_id=body.ack.transactionId)
+    request = cycle.CycleRequest(
+        query_id=body.query_id, partition_id=str(body.partition_id), consumer_group=body.consumer_group or None,
+        state_ops=body.state_ops, push_items=body.push_items, ack=ack,
+        release_lease=True if body.release_lease is None else body.release_lease,
+    )
+    stats: dict[str, int] = {}
+    result = cycle.run(app.principal(), request, stats)
+    if result["success"]:
+        metrics.add_metric(name="CyclePushes", unit="Count", value=stats.get("pushed", 0))
+        metrics.add_metric(name="CycleAcks", unit="Count", value=(result["ack_result"] or {}).get("count", 0))
+    return json_response(200, result)
+
+
+app.include_router(router, prefix="/streams/v1")
+
+
+@lambda_handler
+def handler(event: dict, context: Any) -> dict:
+    return app.resolve(event, context)

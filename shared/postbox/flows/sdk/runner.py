@@ -1,0 +1,186 @@
+"""The runner: pop, fold, and commit one cycle per partition; idle-flush partitions that went quiet.
+
+The cycle is the only commit point: state, sink pushes and the source ack land together or not at
+all, guarded by the lease. A runner killed anywhere before the cycle commits leaves nothing behind;
+the lease expires, the batch redelivers, and the fold (pure, over the same committed state) makes
+the same output. Sink messages carry transaction ids derived from the query, the partition and the
+window, so a cycle retried after a lost response cannot duplicate them either.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from .client import CycleFailed
+from .fold import Emit, FoldResult, Message, flush, fold, needed_keys, order, prepare, stream_time, to_ms
+from .keys import SEP, operator_prefix
+from .query import Query
+
+log = logging.getLogger("postbox.flows")
+_IDS = uuid.UUID("5f0c1c7e-6b7a-4d2e-9f3a-2d4c8e1b7a60")  # namespace of sink transaction ids
+
+
+class Runner:
+    """Runs one query against a client (HttpClient or LocalClient)."""
+
+    def __init__(self, query: Query, client: Any, *, batch: int = 200, partitions: int = 4, wait_ms: int = 1000,
+                 reset: bool = False, clock: Callable[[], float] = time.time) -> None:
+        self.query = query
+        self.client = client
+        self.batch = batch
+        self.partitions = partitions
+        self.wait_ms = wait_ms
+        self.reset = reset
+        self.clock = clock
+        self.query_id: str | None = None
+        self.group = ""
+        self._seen: dict[str, float] = {}      # partition id -> when it last had messages (monotonic)
+        self._flushed: dict[str, float] = {}   # partition id -> last idle flush (monotonic)
+        self._held: dict[str, tuple[float, list[dict[str, Any]]]] = {}  # gate: (retry at, the leased tail)
+        self.gate_retry_ms = 1000
+        self.stats = {"messages": 0, "cycles": 0, "emitted": 0, "failed_cycles": 0, "dropped_late": 0}
+
+    # ---- lifecycle --------------------------------------------------------------------------
+    def start(self) -> str:
+        """Register (idempotent); a changed operator chain is a 409 unless the runner resets."""
+        q = self.query
+        answer = self.client.register(q.name, q.source, q.sink_queue, q.config_hash(), self.reset)
+        self.query_id = answer["query_id"]
+        self.group = f"streams.{self.query_id}"
+        return self.query_id
+
+    def run(self, stop: threading.Event | None = None, duration_s: float | None = None) -> None:
+        """Loop until `stop` is set (or `duration_s` passes): batches, then idle flush when due."""
+        if self.query_id is None:
+            self.start()
+        deadline = time.monotonic() + duration_s if duration_s is not None else None
+        while not (stop is not None and stop.is_set()) and (deadline is None or time.monotonic() < deadline):
+            try:
+                self.run_once()
+                self.flush_idle()
+            except Exception:
+                log.exception("flows runner %s: pass failed; the batch redelivers after its lease", self.query.name)
+                time.sleep(0.5)
+
+    # ---- one pass ---------------------------------------------------------------------------
+    def poll(self, wait_ms: int | None = None) -> dict[str, list[dict[str, Any]]]:
+        """Pop up to `partitions` batches (waiting on the first only), grouped by partition id."""
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for i in range(self.partitions):
+            got = self.client.pop(self.query.source, batch=self.batch,
+                                  wait_ms=(self.wait_ms if wait_ms is None else wait_ms) if i == 0 else 0,
+                                  consumer_group=self.group)
+            if not got:
+                break
+            for m in got:
+                groups.setdefault(str(m["partitionId"]), []).append(m)
+        return groups
+
+    def run_once(self, wait_ms: int | None = None) -> int:
+        """One pop round and one cycle per partition popped; returns the messages folded."""
+        if self.query_id is None:
+            self.start()
+        done = 0
+        batches = self._due_tails()
+        held_any = bool(self._held)
+        polled = self.poll(0 if held_any else wait_ms)
+        for partition_id, popped in [*batches.items(), *polled.items()]:
+            try:
+                self.process(partition_id, popped)
+                done += len(popped)
+            except CycleFailed as failed:
+                self._held.pop(partition_id, None)  # the lease is gone: the batch redelivers
+                self.stats["failed_cycles"] += 1
+                log.warning("flows runner %s: cycle on partition %s failed: %s", self.query.name, partition_id, failed)
+        return done
+
+    def _due_tails(self) -> dict[str, list[dict[str, Any]]]:
+        """Gate tails whose retry is due: refused messages still under this runner's lease."""
+        now = time.monotonic()
+        due = {pid: tail for pid, (at, tail) in self._held.items() if at <= now}
+        for pid in due:
+            del self._held[pid]
+        return due
+
+    def process(self, partition_id: str, popped: list[dict[str, Any]]) -> dict[str, Any]:
+        """Fold one partition's batch and commit it in one cycle."""
+        q = self.query
+        messages = order([Message(str(m["transactionId"]), to_ms(m["createdAt"]), m.get("data", m.get("payload")),
+                                  partition_id, m.get("leaseId")) for m in popped])
+        records = prepare(q, messages)
+        state = self._read(partition_id, keys=needed_keys(q, records))
+        if q.window is not None:
+            now = stream_time(q, messages, records, state)
+            if now is not None:
+                ripe = self._read(partition_id, key_prefix=operator_prefix(q.tag),
+                                  ripe_at_or_before=now - q.timing.grace_ms)
+                state = {**ripe, **state}
+        result = fold(q, messages, records, state)
+        last = popped[-1]
+        ack = {"transactionId": str(last["transactionId"]), "leaseId": last.get("leaseId"),
+               "status": "completed", "count": result.ack_count}
+        answer = self._commit(partition_id, result, ack)
+        if not result.release_lease:  # a gate refused: keep the tail (and its lease) for a retry
+            tail = [m for m in popped if str(m["transactionId"]) not in
+                    {msg.id for msg in messages[:result.ack_count]}]
+            if tail:
+                self._held[partition_id] = (time.monotonic() + self.gate_retry_ms / 1000, tail)
+        self._seen[partition_id] = time.monotonic()
+        self.stats["messages"] += len(popped)
+        self.stats["dropped_late"] += result.dropped_late
+        return answer
+
+    def flush_idle(self, *, force: bool = False, partitions: list[str] | None = None) -> int:
+        """Emit ripe windows (by the wall clock) of partitions quiet for `idle_flush_ms`; one
+        `ack: null` cycle per partition with something ripe. Returns the records emitted."""
+        q = self.query
+        if q.window is None or self.query_id is None:
+            return 0
+        quiet_s = q.idle_flush_ms / 1000
+        now = time.monotonic()
+        emitted = 0
+        for pid in partitions if partitions is not None else list(self._seen):
+            if not force and (now - self._seen.get(pid, 0) < quiet_s or now - self._flushed.get(pid, 0) < quiet_s):
+                continue
+            self._flushed[pid] = now
+            ripe = self._read(pid, key_prefix=operator_prefix(q.tag),
+                              ripe_at_or_before=int(self.clock() * 1000) - q.timing.grace_ms)
+            result = flush(q, ripe)
+            if result.state_ops:
+                self._commit(pid, result, None)
+                emitted += len(result.emits)
+        return emitted
+
+    # ---- plumbing ---------------------------------------------------------------------------
+    def _read(self, partition_id: str, **filters: Any) -> dict[str, Any]:
+        rows = self.client.get_state(self.query_id, partition_id, **filters)
+        return {r["key"]: r["value"] for r in rows}
+
+    def _items(self, partition_id: str, emits: list[Emit]) -> list[dict[str, Any]]:
+        q = self.query
+        if q.foreach_fn is not None:
+            for e in emits:
+                q.foreach_fn(e.value)  # before the commit: at-least-once for side effects
+            return []
+        items = []
+        for e in emits:
+            part = q.sink_partition(e.value) if callable(q.sink_partition) else q.sink_partition
+            tid = str(uuid.uuid5(_IDS, f"{self.query_id}{SEP}{partition_id}{SEP}{e.origin}"))
+            items.append({"queue": q.sink_queue, "partition": part, "payload": e.value, "transactionId": tid})
+        return items
+
+    def _commit(self, partition_id: str, result: FoldResult, ack: dict[str, Any] | None) -> dict[str, Any]:
+        body = {"query_id": self.query_id, "partition_id": partition_id, "consumer_group": self.group,
+                "state_ops": result.state_ops, "push_items": self._items(partition_id, result.emits),
+                "ack": ack, "release_lease": result.release_lease}
+        answer = self.client.cycle(body)
+        if not answer.get("success"):
+            raise CycleFailed(answer.get("error") or "cycle failed")
+        self.stats["cycles"] += 1
+        self.stats["emitted"] += len(result.emits)
+        return answer
