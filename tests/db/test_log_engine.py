@@ -110,7 +110,7 @@ def test_read_at_finds_scattered_offsets_across_segments(tenant):
 
 
 def test_frames_pack_and_unpack_from_many_threads_at_once():
-    records = [Record(("payload %d " % i).encode() * 40) for i in range(50)]
+    records = [Record(f"payload {i} ".encode() * 40) for i in range(50)]
     failures = []
 
     def work():
