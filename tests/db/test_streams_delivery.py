@@ -10,17 +10,7 @@ from datetime import timedelta
 from postbox import db
 from postbox.streams import lifecycle, service
 from postbox.streams.publishing import Outgoing
-
-
-def _db_now():
-    with db.transaction() as conn:
-        return conn.execute("SELECT clock_timestamp()").fetchone()[0]
-
-
-def _wait_for_db_clock(instant) -> None:
-    """Sleep until the database clock has passed `instant` (tests never assert timings)."""
-    while _db_now() <= instant:
-        time.sleep(0.05)
+from support.clock import db_now, wait_for_db_clock
 
 
 def _publish(principal, stream, items):
@@ -119,7 +109,7 @@ def test_redelivery_after_the_lease_expires_and_a_stale_receipt_is_lost(tenant):
         until = conn.execute("SELECT lease_until FROM stream_sub_keys k JOIN stream_subscriptions s"
                              " ON s.id = k.sub_id JOIN streams t ON t.id = s.stream_id"
                              " WHERE t.tenant_id = %s", (tenant.tenant_id,)).fetchone()[0]
-    _wait_for_db_clock(until)
+    wait_for_db_clock(until)
     [again] = _consume(p, "s")
     assert (again["offset"], again["attempt"]) == (first["offset"], 2)
     assert service.ack(p, "s", None, "workers", [first["receipt"]]) == {"acked": [], "lost": [first["offset"]]}
@@ -159,9 +149,9 @@ def test_expired_messages_leave_the_subscriptions(tenant):
     p = tenant.principal
     _publish(p, "s", [{"payload": 0}])
     _sub(p, "s")
-    expires = _db_now() + timedelta(milliseconds=500)
+    expires = db_now() + timedelta(milliseconds=500)
     _publish(p, "s", [{"payload": "soon", "key": "a", "expires_at": expires}, {"payload": "stays", "key": "b"}])
-    _wait_for_db_clock(expires)
+    wait_for_db_clock(expires)
     assert [m["payload"] for m in _consume(p, "s")] == ["stays"]
     assert service.get_subscription(p, "s", None, "workers")["pending"] == 1
 
@@ -180,9 +170,9 @@ def test_promotion_feeds_subscriptions_once_even_when_sweeps_overlap(tenant):
     p = tenant.principal
     _publish(p, "s", [{"payload": 0}])
     _sub(p, "s")
-    due = _db_now() + timedelta(milliseconds=300)
+    due = db_now() + timedelta(milliseconds=300)
     _publish(p, "s", [{"payload": i, "key": f"k{i % 5}", "deliver_at": due} for i in range(60)])
-    _wait_for_db_clock(due)
+    wait_for_db_clock(due)
     threads = [threading.Thread(target=lifecycle.sweep_schedules, kwargs={"batch": 7}) for _ in range(3)]
     for t in threads:
         t.start()
@@ -251,6 +241,6 @@ def test_an_unacked_message_goes_dead_when_its_leases_run_out(tenant):
     assert m["payload"] == "stuck"
     with db.transaction() as conn:
         until = conn.execute("SELECT clock_timestamp() + interval '200 milliseconds'").fetchone()[0]
-    _wait_for_db_clock(until)
+    wait_for_db_clock(until)
     assert [x["payload"] for x in _consume(p, "s")] == ["after"]
     assert service.get_subscription(p, "s", None, "workers")["dead"] == 1

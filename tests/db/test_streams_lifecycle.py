@@ -4,7 +4,6 @@ retention (rows and log segments), idempotent replays, backlog caps, overlapping
 from __future__ import annotations
 
 import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -14,16 +13,7 @@ from postbox.errors import Conflict, Invalid, NotFound, TooManyRequests
 from postbox.log import store
 from postbox.streams import lifecycle, service
 from postbox.streams.publishing import Outgoing
-
-
-def _db_now():
-    with db.transaction() as conn:
-        return conn.execute("SELECT clock_timestamp()").fetchone()[0]
-
-
-def _wait_for_db_clock(instant) -> None:
-    while _db_now() <= instant:
-        time.sleep(0.05)
+from support.clock import db_now, wait_for_db_clock
 
 
 def _publish(principal, stream, **item):
@@ -47,11 +37,11 @@ def test_scheduled_messages_become_available_by_the_database_clock(tenant):
     p = tenant.principal
     _publish(p, "s", payload="now")
     service.create_subscription(p, "s", None, "w", max_deliveries=5, lease_ms=30_000, start="latest")
-    due = _db_now() + timedelta(milliseconds=400)
+    due = db_now() + timedelta(milliseconds=400)
     doc, _ = _publish(p, "s", payload="later", deliver_at=due, key="a")
     assert doc["status"] == "scheduled" and doc["deliver_at"].endswith("Z")
     assert service.consume(p, "s", None, "w", max_messages=5, lease_ms=None, wait_ms=0)["messages"] == []
-    _wait_for_db_clock(due)
+    wait_for_db_clock(due)
     assert _stored_status(tenant.tenant_id, doc["offset"]) == "scheduled"
     assert lifecycle.sweep_schedules()["available"] >= 1  # the agent, on time
     assert _stored_status(tenant.tenant_id, doc["offset"]) == "available"
@@ -63,21 +53,21 @@ def test_scheduled_messages_become_available_by_the_database_clock(tenant):
 
 def test_browse_and_consume_do_not_wait_for_the_agent(tenant):
     p = tenant.principal
-    due = _db_now() + timedelta(milliseconds=300)
+    due = db_now() + timedelta(milliseconds=300)
     doc, _ = _publish(p, "s", payload="later", deliver_at=due)
     assert _statuses(p, "s") == {"later": "scheduled"}
-    _wait_for_db_clock(due)
+    wait_for_db_clock(due)
     assert _statuses(p, "s") == {"later": "available"}
 
 
 def test_expired_messages_are_marked_and_counted(tenant):
     p = tenant.principal
-    expires = _db_now() + timedelta(milliseconds=400)
+    expires = db_now() + timedelta(milliseconds=400)
     doc, _ = _publish(p, "s", payload="brief", expires_at=expires)
     _publish(p, "s", payload="lasting")
-    deliver, late = _db_now() + timedelta(milliseconds=100), _db_now() + timedelta(milliseconds=400)
+    deliver, late = db_now() + timedelta(milliseconds=100), db_now() + timedelta(milliseconds=400)
     _publish(p, "s", payload="scheduled-then-expired", deliver_at=deliver, expires_at=late)
-    _wait_for_db_clock(late)
+    wait_for_db_clock(late)
     lifecycle.sweep_schedules()
     assert _stored_status(tenant.tenant_id, doc["offset"]) == "expired"
     assert _statuses(p, "s") == {"brief": "expired", "lasting": "available", "scheduled-then-expired": "expired"}
@@ -88,21 +78,21 @@ def test_expired_messages_are_marked_and_counted(tenant):
 
 def test_publish_rejects_times_the_clock_has_passed(tenant):
     p = tenant.principal
-    past = _db_now() - timedelta(seconds=1)
+    past = db_now() - timedelta(seconds=1)
     with pytest.raises(Invalid):
         _publish(p, "s", payload=1, expires_at=past)
-    soon = _db_now() + timedelta(seconds=60)
+    soon = db_now() + timedelta(seconds=60)
     with pytest.raises(Invalid):
         _publish(p, "s", payload=1, deliver_at=soon, expires_at=soon)
     with pytest.raises(Invalid):  # further away than the default 7d retention
-        _publish(p, "s", payload=1, deliver_at=_db_now() + timedelta(days=8))
+        _publish(p, "s", payload=1, deliver_at=db_now() + timedelta(days=8))
     doc, _ = _publish(p, "s", payload=1, deliver_at=past)  # a past deliver_at is available now
     assert doc["status"] == "available"
 
 
 def test_cancel_a_scheduled_message(tenant):
     p = tenant.principal
-    doc, _ = _publish(p, "s", payload="x", deliver_at=_db_now() + timedelta(hours=1))
+    doc, _ = _publish(p, "s", payload="x", deliver_at=db_now() + timedelta(hours=1))
     assert service.cancel(p, "s", None, doc["offset"])["status"] == "cancelled"
     with pytest.raises(Conflict):
         service.cancel(p, "s", None, doc["offset"])
@@ -164,8 +154,8 @@ def test_retention_removes_rows_and_segments(tenant):
     service.create_subscription(p, "short", None, "w", max_deliveries=5, lease_ms=30_000, start="latest")
     for i in range(3):
         _publish(p, "short", payload=i, key="k")
-    old = _db_now() + timedelta(milliseconds=1100)
-    _wait_for_db_clock(old)
+    old = db_now() + timedelta(milliseconds=1100)
+    wait_for_db_clock(old)
     _publish(p, "short", payload=3, key="k")
     threads = [threading.Thread(target=lifecycle.sweep_retention) for _ in range(2)]
     for t in threads:
