@@ -24,6 +24,10 @@ test: install
 
 bench: install
 	$(BIN)/python bench/queues.py
+	$(BIN)/python bench/partitioned.py
+	$(BIN)/python bench/flows.py
+	$(BIN)/python bench/durable.py
+	$(BIN)/python bench/gateway.py
 
 layers: install
 	$(BIN)/python layers/build.py
