@@ -28,8 +28,9 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from bench.common import ROOT, Table, configure, load, rate, run_clients, server_description, start_server  # noqa: E402
+from bench.common import Table, configure, load, rate, run_clients, server_description, start_server  # noqa: E402
 
+ROOT = Path(__file__).resolve().parents[1]
 CONFORMANCE = ROOT / "tests" / "conformance"
 _NODE_SERVER = """
 import { DurableStreamTestServer } from "@durable-streams/server"

@@ -16,9 +16,18 @@ from datetime import datetime
 import psycopg
 
 from postbox import db, wakeup
-from postbox.errors import Conflict, Forbidden, Gone, Invalid, NotFound, PostboxError, TooManyRequests
+from postbox.errors import (
+    Conflict,
+    Forbidden,
+    Gone,
+    Invalid,
+    NotFound,
+    PostboxError,
+    PreconditionFailed,
+    TooManyRequests,
+)
 from postbox.log import store as log
-from postbox.log.frames import Record
+from postbox.log.frames import Record, pack
 
 from . import jsontext, store
 from .store import Stream
@@ -245,34 +254,14 @@ def _payload(content_type: str, body: bytes, *, allow_empty: bool = False) -> by
 
 
 # -- append and close -------------------------------------------------------------------------------
+# One SQL function call on an autocommit connection (`durable_append`, migration 0006): the row lock,
+# the protocol's checks, the log append, producer state, close and the wake-up commit together in one
+# round trip. The body is validated (JSON mode) and framed here first; the function refuses with an
+# outcome, which becomes the error the protocol names, in the order the checks are documented.
 
-def _check_producer(conn: psycopg.Connection, stream: Stream, producer: Producer) -> int | None:
-    """Validate a producer's (epoch, seq); returns the last seq when the write is a duplicate."""
-    state = store.producer_state(conn, stream.id, producer.id)
-    if state is None:
-        if producer.seq != 0:
-            raise Conflict("Producer sequence gap.", code="PRODUCER_SEQ_CONFLICT", expected_seq=0,
-                           received_seq=producer.seq)
-        if store.producer_count(conn, stream.id) >= MAX_PRODUCERS:
-            raise TooManyRequests("Too many producers on this stream.", code="PRODUCER_LIMIT", retry_after=60)
-        return None
-    epoch, last = state
-    if producer.epoch < epoch:
-        raise Forbidden("Stale producer epoch.", code="PRODUCER_EPOCH_STALE", current_epoch=epoch)
-    if producer.epoch > epoch:
-        if producer.seq != 0:
-            raise Invalid("A new producer epoch starts at sequence 0.", code="INVALID_PRODUCER")
-        return None
-    if producer.seq <= last:
-        return last
-    if producer.seq != last + 1:
-        raise Conflict("Producer sequence gap.", code="PRODUCER_SEQ_CONFLICT", expected_seq=last + 1,
-                       received_seq=producer.seq)
-    return None
-
-
-def _closed_error(stream: Stream) -> Conflict:
-    return Conflict("The stream is closed.", code="STREAM_CLOSED", closed=True, next_offset=stream.tail)
+_APPEND = (
+    "SELECT * FROM durable_append(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %b)"
+)
 
 
 def append(
@@ -286,55 +275,72 @@ def append(
     producer: Producer | None = None,
     incarnation: str | None = None,
 ) -> Written:
-    with db.transaction() as conn:
-        stream = _get(conn, scope, name, lock=True)
-        _check_incarnation(stream, incarnation)
-        if stream.closed:
-            if producer is not None and stream.closed_by == producer.token:
-                return Written(stream.tail, closed=True, producer=producer, duplicate=True, last_seq=producer.seq,
-                               incarnation=stream.incarnation)
-            if not body and producer is None:  # closing a closed stream again
-                return Written(stream.tail, closed=True, incarnation=stream.incarnation)
-            raise _closed_error(stream)
-        if not body:  # close only
-            return _close(conn, stream, producer)
-        if media_type(content_type) != media_type(stream.content_type):
-            raise Conflict("Content-Type does not match the stream's.", code="CONTENT_TYPE_MISMATCH")
-        if producer is not None:
-            last = _check_producer(conn, stream, producer)
-            if last is not None:
-                return Written(stream.tail, producer=producer, duplicate=True, last_seq=last,
-                               incarnation=stream.incarnation)
-        if seq is not None and stream.last_seq is not None and seq.encode() <= stream.last_seq.encode():
-            raise Conflict("Stream-Seq must increase.", code="STREAM_SEQ_CONFLICT")
-        payload = _payload(stream.content_type, body)
-        appended = log.append(conn, stream.partition_id, [Record(payload)])
-        if producer is not None:
-            store.save_producer(conn, stream.id, producer.id, producer.epoch, producer.seq)
-        if seq is not None or close or stream.ttl_seconds is not None:
-            store.update_after_write(conn, stream.id, seq=seq, close=close,
-                                     closed_by=producer.token if (close and producer) else None)
-        wakeup.notify(conn, [channel(stream.id)])
-        return Written(stream.base_offset + appended.next_offset, offset=stream.base_offset + appended.first_offset,
-                       closed=close, producer=producer, incarnation=stream.incarnation)
+    """Append `body` (empty: only close), checking Stream-Seq, the producer's (epoch, seq) and the
+    stream's state under its row lock."""
+    invalid: Invalid | None = None
+    codec = raw = frames = None
+    if body:
+        try:
+            payload = _payload(content_type, body)  # the request's type: the stream's, or a mismatch
+        except Invalid as e:
+            invalid = e
+        else:
+            codec, frames, raw = pack([Record(payload)])
+    media = media_type(content_type)
+    params = (
+        scope.project_id, name, media, incarnation, seq, close,
+        producer.id if producer else None, producer.epoch if producer else None,
+        producer.seq if producer else None, producer.token if producer else None,
+        MAX_PRODUCERS, invalid is not None, codec, raw, frames,
+    )
+    with db.connection() as conn:
+        outcome, tail, offset, stream_incarnation, value = conn.execute(_APPEND, params).fetchone()
+    if outcome == "appended":
+        return Written(tail, offset=offset, closed=close, producer=producer, incarnation=stream_incarnation)
+    if outcome == "closed_now":
+        return Written(tail, closed=True, producer=producer, incarnation=stream_incarnation)
+    if outcome == "duplicate":
+        return Written(tail, producer=producer, duplicate=True, last_seq=value, incarnation=stream_incarnation)
+    if outcome == "closed_duplicate":
+        return Written(tail, closed=True, producer=producer, duplicate=True, last_seq=producer.seq,
+                       incarnation=stream_incarnation)
+    if outcome == "closed_again":
+        return Written(tail, closed=True, incarnation=stream_incarnation)
+    if outcome == "invalid":
+        raise invalid
+    raise _refusal(outcome, tail, stream_incarnation, value, producer)
 
 
-def _close(conn: psycopg.Connection, stream: Stream, producer: Producer | None) -> Written:
-    if producer is not None:
-        last = _check_producer(conn, stream, producer)
-        if last is not None:
-            return Written(stream.tail, producer=producer, duplicate=True, last_seq=last,
-                           incarnation=stream.incarnation)
-        store.save_producer(conn, stream.id, producer.id, producer.epoch, producer.seq)
-    store.update_after_write(conn, stream.id, seq=None, close=True, closed_by=producer.token if producer else None)
-    wakeup.notify(conn, [channel(stream.id)])
-    return Written(stream.tail, closed=True, producer=producer, incarnation=stream.incarnation)
+def _refusal(outcome: str, tail: int | None, stream_incarnation: str | None, value: int | None,
+             producer: Producer | None) -> PostboxError:
+    """The error for a write `durable_append` refused, with the details the protocol's headers carry."""
+    if outcome == "missing":
+        return NotFound("Stream not found.", code="STREAM_NOT_FOUND")
+    if outcome == "gone":
+        return Gone("The stream was deleted.", code="STREAM_GONE", incarnation=stream_incarnation)
+    if outcome == "incarnation":
+        return PreconditionFailed("The stream is not the one that answered this Stream-Incarnation.",
+                                  code="INCARNATION_MISMATCH", incarnation=stream_incarnation)
+    if outcome == "closed":
+        return Conflict("The stream is closed.", code="STREAM_CLOSED", closed=True, next_offset=tail)
+    if outcome == "content_type":
+        return Conflict("Content-Type does not match the stream's.", code="CONTENT_TYPE_MISMATCH")
+    if outcome == "producer_gap":
+        return Conflict("Producer sequence gap.", code="PRODUCER_SEQ_CONFLICT", expected_seq=value,
+                        received_seq=producer.seq if producer else None)
+    if outcome == "producer_limit":
+        return TooManyRequests("Too many producers on this stream.", code="PRODUCER_LIMIT", retry_after=60)
+    if outcome == "epoch_stale":
+        return Forbidden("Stale producer epoch.", code="PRODUCER_EPOCH_STALE", current_epoch=value)
+    if outcome == "epoch_seq":
+        return Invalid("A new producer epoch starts at sequence 0.", code="INVALID_PRODUCER")
+    if outcome == "seq_conflict":
+        return Conflict("Stream-Seq must increase.", code="STREAM_SEQ_CONFLICT")
+    raise RuntimeError(f"durable_append answered {outcome!r}")
 
 
 def _check_incarnation(stream: Stream, incarnation: str | None) -> None:
     if incarnation is not None and incarnation != stream.incarnation:
-        from postbox.errors import PreconditionFailed
-
         raise PreconditionFailed("The stream is not the one that answered this Stream-Incarnation.",
                                  code="INCARNATION_MISMATCH", incarnation=stream.incarnation)
 

@@ -155,29 +155,6 @@ def set_retained(conn: psycopg.Connection, stream: Stream, offset: int) -> None:
         log.drop_before(conn, stream.partition_id, offset - stream.base_offset)
 
 
-# -- idempotent producers ---------------------------------------------------------------------------
-
-def producer_state(conn: psycopg.Connection, stream_id: int, producer_id: str) -> tuple[int, int] | None:
-    row = conn.execute(
-        "SELECT epoch, last_seq FROM durable_producers WHERE stream_id = %s AND producer_id = %s",
-        (stream_id, producer_id),
-    ).fetchone()
-    return (row[0], row[1]) if row else None
-
-
-def producer_count(conn: psycopg.Connection, stream_id: int) -> int:
-    return conn.execute("SELECT count(*) FROM durable_producers WHERE stream_id = %s", (stream_id,)).fetchone()[0]
-
-
-def save_producer(conn: psycopg.Connection, stream_id: int, producer_id: str, epoch: int, seq: int) -> None:
-    conn.execute(
-        "INSERT INTO durable_producers (stream_id, producer_id, epoch, last_seq) VALUES (%s, %s, %s, %s)"
-        " ON CONFLICT (stream_id, producer_id) DO UPDATE SET epoch = excluded.epoch,"
-        " last_seq = excluded.last_seq, updated_at = clock_timestamp()",
-        (stream_id, producer_id, epoch, seq),
-    )
-
-
 # -- the expiry sweep ---------------------------------------------------------------------------------
 
 def expired_ids(conn: psycopg.Connection, limit: int) -> list[int]:
