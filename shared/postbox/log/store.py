@@ -68,20 +68,6 @@ def partitions_of(conn: psycopg.Connection, owner_kind: str, owner_id: int) -> l
     return [Partition(*r) for r in rows]
 
 
-_APPEND = """
-WITH p AS (
-    UPDATE log_partitions
-    SET next_offset = next_offset + %(n)s, stored_bytes = stored_bytes + %(size)s,
-        last_append_at = clock_timestamp()
-    WHERE id = %(p)s
-    RETURNING next_offset - %(n)s AS first
-)
-INSERT INTO log_segments (partition_id, end_offset, first_offset, codec, raw_bytes, frames)
-SELECT %(p)s, p.first + %(n)s, p.first, %(codec)s, %(raw)s, %(frames)s FROM p
-RETURNING first_offset
-"""
-
-
 def append(conn: psycopg.Connection, partition_id: int, records: list[Record], *, dedup: bool = False) -> Appended:
     """Append records as one segment, in order; with `dedup`, records whose id was already appended
     to this partition (or earlier in the batch) are skipped and reported with that record's offset."""
@@ -114,9 +100,9 @@ def append(conn: psycopg.Connection, partition_id: int, records: list[Record], *
         nxt = conn.execute("SELECT next_offset FROM log_partitions WHERE id = %s", (partition_id,)).fetchone()[0]
         return Appended(nxt, offsets, earlier, nxt)
     codec, stored_frames, raw = pack([records[i] for i in keep])
-    params = {"p": partition_id, "n": len(keep), "size": len(stored_frames), "codec": codec, "raw": raw,
-              "frames": stored_frames}
-    first = conn.execute(_APPEND, params).fetchone()[0]
+    first = conn.execute(
+        "SELECT log_append(%s, %s, %s::smallint, %s, %s)", (partition_id, len(keep), codec, raw, stored_frames)
+    ).fetchone()[0]
     for n, i in enumerate(keep):
         offsets[i] = first + n
     duplicates = {**earlier, **{i: offsets[j] for i, j in repeats.items()}}

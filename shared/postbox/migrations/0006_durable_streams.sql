@@ -147,13 +147,7 @@ BEGIN
         IF p_seq IS NOT NULL AND s.last_seq IS NOT NULL AND p_seq COLLATE "C" <= s.last_seq COLLATE "C" THEN
             r_outcome := 'seq_conflict'; RETURN;
         END IF;
-        UPDATE log_partitions
-        SET next_offset = next_offset + 1, stored_bytes = stored_bytes + octet_length(p_frames),
-            last_append_at = clock_timestamp()
-        WHERE id = s.partition_id
-        RETURNING next_offset - 1 INTO v_first;
-        INSERT INTO log_segments (partition_id, end_offset, first_offset, codec, raw_bytes, frames)
-        VALUES (s.partition_id, v_first + 1, v_first, p_codec, p_raw, p_frames);
+        v_first := log_append(s.partition_id, 1, p_codec, p_raw, p_frames);
         r_offset := s.base_offset + v_first;
         r_tail := r_offset + 1;
         r_outcome := 'appended';
