@@ -20,6 +20,7 @@ from typing import Any
 
 import psycopg
 
+from ..db import domain_errors
 from ..errors import Conflict, Invalid, NotFound
 from ..log import cursors, store
 from ..log.frames import Entry
@@ -54,30 +55,53 @@ def _join_group(conn: psycopg.Connection, queue: queues.Queue, group: str, start
         _groups_seen.add((queue.id, group))
 
 
-def message(queue: queues.Queue, cursor: cursors.Cursor, entry: Entry, lease_id: str | None,
-            retries: int, stamps: dict[int, str] | None = None) -> dict[str, Any]:
-    """A popped message as the API shows it (`stamps` caches createdAt: a segment's share one)."""
-    data = payloads.decode(entry.payload, entry.headers)
-    created = stamps.get(entry.ts_ms) if stamps is not None else None
-    if created is None:
-        created = iso(entry.ts_ms)
-        if stamps is not None:
-            stamps[entry.ts_ms] = created
-    return {
-        "id": entry.key,
-        "messageId": entry.key,
-        "transactionId": entry.id,
-        "queue": queue.name,
-        "partition": cursor.partition,
-        "partitionId": str(cursor.partition_id),
-        "consumerGroup": None if cursor.group == QUEUE_MODE else cursor.group,
-        "leaseId": lease_id,
-        "offset": entry.offset,
-        "retryCount": retries,
-        "createdAt": created,
-        "data": data,
-        "payload": data,
-    }
+_POP = "SELECT * FROM pq_pop(%s::uuid, %s, %s, %s, %s::int, %s, %s::timestamptz, %s)"
+_LAST_ID = "SELECT pq_lease_last(%s::uuid, %s, %s)"
+
+
+def pop(conn: psycopg.Connection, tenant_id: str, queue: str, partition: str | None, group: str, batch: int, *,
+        start: cursors.Start = "all", auto_ack: bool = False) -> tuple[int, list[dict[str, Any]]]:
+    """Pop on an autocommit connection: (queue id, messages). The usual case is the SQL function
+    pq_pop (claim and lease in one round trip) plus one statement recording the batch's last id
+    (acks name it); expired leases and delayed queues take `lease` in a transaction."""
+    if not 1 <= batch <= MAX_BATCH:
+        raise Invalid(f"batch: must be 1-{MAX_BATCH}")
+    mode, since = ("time", start) if isinstance(start, datetime) else ("new" if start == "new" else "all", None)
+    with domain_errors():
+        rows = conn.execute(_POP, (tenant_id, queue, partition, group, batch, mode, since, auto_ack)).fetchall()
+    status, queue_id, partition_id, name, lease_id, retries, start_at, end = rows[0][:8]
+    if status == "empty":
+        return queue_id, []
+    if status == "slow":
+        with conn.transaction():
+            found = queues.get(conn, tenant_id, queue)
+            only = store.find_partition(conn, OWNER_KIND, found.id, partition) if partition is not None else None
+            if partition is not None and only is None:
+                raise NotFound(f"partition not found: {partition}")
+            return queue_id, lease(conn, found, group, batch, partition=only, start=start, auto_ack=auto_ack)
+    entries: list[Entry] = []
+    cursors._cut([r[8:] for r in rows], start_at, end, end - start_at, entries)
+    if lease_id is not None:
+        last = entries[-1] if entries else None
+        conn.execute(_LAST_ID, (lease_id, last.id if last else None, last.offset + 1 if last else None))
+    return queue_id, _messages(queue, name, partition_id, group, entries, lease_id, retries)
+
+
+def _messages(queue: str, partition: str, partition_id: int, group: str, entries: list[Entry],
+              lease_id: str | None, retries: int) -> list[dict[str, Any]]:
+    """_message for a batch, with the payloads decoded together."""
+    values = payloads.decode_many([e.payload for e in entries], [e.headers for e in entries])
+    pid, shown_group = str(partition_id), None if group == QUEUE_MODE else group
+    stamps: dict[int, str] = {}
+    out = []
+    for e, data in zip(entries, values, strict=True):
+        created = stamps.get(e.ts_ms)
+        if created is None:
+            created = stamps[e.ts_ms] = iso(e.ts_ms)
+        out.append({"id": e.key, "messageId": e.key, "transactionId": e.id, "queue": queue, "partition": partition,
+                    "partitionId": pid, "consumerGroup": shown_group, "leaseId": lease_id, "offset": e.offset,
+                    "retryCount": retries, "createdAt": created, "data": data, "payload": data})
+    return out
 
 
 def lease(conn: psycopg.Connection, queue: queues.Queue, group: str, batch: int, *,
@@ -115,8 +139,7 @@ def lease(conn: psycopg.Connection, queue: queues.Queue, group: str, batch: int,
             cursors.commit(conn, cur, end, release=True, consumed=len(entries))
         else:
             lease_id, _ = cursors.grant(conn, cur, end, queue.lease_time, entries[-1].id)
-        stamps: dict[int, str] = {}
-        return [message(queue, cur, e, lease_id, cur.retry_count, stamps) for e in entries]
+        return _messages(queue.name, cur.partition, cur.partition_id, cur.group, entries, lease_id, cur.retry_count)
 
 
 def _due(entries: list[Entry], cutoff_ms: int) -> list[Entry]:
@@ -248,6 +271,31 @@ def _commit_whole(conn: psycopg.Connection, tenant_id: str, first: Ack,
     return done[0], {"count": done[1], "lease_released": True, "dlq": False}
 
 
+def ack_one_statement(conn: psycopg.Connection, tenant_id: str, acks: list[Ack]) -> list[dict[str, Any]] | None:
+    """The usual ack (one lease, all completed, naming the whole lease or its last message) as one
+    statement, safe on an autocommit connection; None (nothing changed) when `ack` must decide."""
+    lease_id = str(acks[0].lease_id)
+    if any(str(a.lease_id) != lease_id or str(a.partition_id) != str(acks[0].partition_id) for a in acks):
+        return None
+    fast = _commit_whole(conn, tenant_id, acks[0], acks)
+    if fast is None:
+        return None
+    return _ack_results(acks, {lease_id: fast[0]}, {lease_id: fast[1]})
+
+
+def _ack_results(acks: list[Ack], partition_of: dict[str, int],
+                 settled: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{
+        "transactionId": a.transaction_id,
+        "leaseId": str(a.lease_id),
+        "partitionId": str(partition_of[str(a.lease_id)]),
+        "status": "completed" if is_ok(a.status) else "failed",
+        "success": True,
+        "dlq": settled[str(a.lease_id)]["dlq"],
+        "leaseReleased": settled[str(a.lease_id)]["lease_released"],
+    } for a in acks]
+
+
 def ack(conn: psycopg.Connection, tenant_id: str, acks: list[Ack]) -> list[dict[str, Any]]:
     """Acks, grouped by lease; all or nothing (one refused lease refuses the call).
     One result per ack, in input order."""
@@ -267,15 +315,7 @@ def ack(conn: psycopg.Connection, tenant_id: str, acks: list[Ack]) -> list[dict[
             continue
         cur = _holder(conn, tenant_id, lease_id, first.partition_id, first.consumer_group)
         partition_of[lease_id], settled[lease_id] = cur.partition_id, _settle(conn, cur, group)
-    return [{
-        "transactionId": a.transaction_id,
-        "leaseId": str(a.lease_id),
-        "partitionId": str(partition_of[str(a.lease_id)]),
-        "status": "completed" if is_ok(a.status) else "failed",
-        "success": True,
-        "dlq": settled[str(a.lease_id)]["dlq"],
-        "leaseReleased": settled[str(a.lease_id)]["lease_released"],
-    } for a in acks]
+    return _ack_results(acks, partition_of, settled)
 
 
 def ack_lease(conn: psycopg.Connection, tenant_id: str, lease_id: str, *, status: str | None = "completed",

@@ -1,4 +1,5 @@
-"""Push: items grouped by (queue, partition), one log segment per group, on an open connection.
+"""Push: items grouped by (queue, partition), one log segment per group, on an open connection,
+in one round trip (the SQL function pq_push; framing and compression stay here).
 
 Callable inside a larger transaction (the `transaction` route, a streaming cycle): nothing here
 commits. Partitions are locked in (queue, partition) order so concurrent pushers never deadlock.
@@ -8,17 +9,15 @@ from __future__ import annotations
 
 import os
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
-from .. import wakeup
+from ..db import domain_errors
 from ..errors import Invalid, TooLarge
-from ..log import cursors, store
-from ..log.frames import Record
-from . import DEFAULT_PARTITION, OWNER_KIND, payloads, queues
+from ..log.frames import Record, id_hash, pack
+from . import DEFAULT_PARTITION, payloads, queues
 
 MAX_PAYLOAD_BYTES = 1024 * 1024
 MAX_ID_LENGTH = 256
@@ -33,17 +32,22 @@ class Item:
     message_id: str | None = None
 
 
-_VERSION_MASK = ~((0xF << 76) | (0x3 << 62))
-_VERSION_BITS = (0x7 << 76) | (0x2 << 62)
+# The variant's two high bits (10) over two random bits, by the random hex digit drawn for it.
+_VARIANT = {f"{d:x}": "89ab"[d & 3] for d in range(16)}
 
 
 def uuid7s(n: int) -> list[str]:
-    """`n` time-ordered UUIDs (version 7): 48 bits of milliseconds, then random bits (one read of
-    the OS's randomness for the lot)."""
-    ms = (time.time_ns() // 1_000_000) << 80
-    rand = os.urandom(10 * n)
-    return [str(uuid.UUID(int=((ms | int.from_bytes(rand[10 * i : 10 * i + 10], "big")) & _VERSION_MASK)
-                          | _VERSION_BITS)) for i in range(n)]
+    """`n` time-ordered UUIDs (version 7): 48 bits of milliseconds, the version, 12 random bits,
+    the variant, 62 random bits; one read of the OS's randomness for the lot, formatted as text
+    directly (uuid.UUID objects cost more than the rest of a push)."""
+    ms = f"{time.time_ns() // 1_000_000 & 0xFFFFFFFFFFFF:012x}"
+    head = f"{ms[:8]}-{ms[8:]}-7"
+    rand = os.urandom(10 * n).hex()
+    out = []
+    for i in range(0, 20 * n, 20):
+        r = rand[i : i + 20]
+        out.append(f"{head}{r[:3]}-{_VARIANT[r[3]]}{r[4:7]}-{r[7:19]}")
+    return out
 
 
 def uuid7() -> str:
@@ -55,68 +59,143 @@ def channel(queue_id: int) -> str:
     return f"pq_{queue_id}"
 
 
-def _record(queue: queues.Queue, index: int, item: Item, fresh_id: str) -> Record:
-    for field, value in (("transactionId", item.transaction_id), ("messageId", item.message_id)):
-        if value is not None and not 0 < len(value) <= MAX_ID_LENGTH:
-            raise Invalid(f"items[{index}].{field}: must be 1-{MAX_ID_LENGTH} characters")
-    raw = payloads.encode(item.payload)
-    if len(raw) > MAX_PAYLOAD_BYTES:
-        raise TooLarge(f"items[{index}].payload: over {MAX_PAYLOAD_BYTES} bytes")
-    message_id = item.message_id or fresh_id
-    if queue.encryption_enabled:
-        return Record(payloads.seal(raw), id=item.transaction_id or message_id, key=message_id,
-                      headers=payloads.ENCRYPTED)
-    return Record(raw, id=item.transaction_id or message_id, key=message_id)
+# The (tenant, queue)s last seen encrypted: records are framed with this guess and pq_push refuses
+# a wrong one (nothing appended), so a stale entry costs one retry. Only encrypted queues are kept.
+_encrypted: set[tuple[str, str]] = set()
+
+_PUSH = (
+    "SELECT * FROM pq_push(%b::uuid, %b::text[], %b::text[], %b::boolean[], %b::int[], %b::smallint[], %b::int[],"
+    " %b::bytea[], %b::bytea[], %b::int[], %b::int[], %b::boolean)"
+)
 
 
-def partition_for(conn: psycopg.Connection, queue: queues.Queue, name: str) -> store.Partition:
-    """The queue's partition, created on first push with a cursor for every group already reading."""
-    found = store.find_partition(conn, OWNER_KIND, queue.id, name)
-    return found if found is not None else _create_partition(conn, queue, name)
+@dataclass
+class _Group:
+    queue: str
+    partition: str
+    indexes: list[int]          # input positions, in order
+    ids: list[str]              # record id (transactionId or messageId) per input
+    keys: list[str]             # messageId per input
+    raws: list[bytes]           # encoded payload per input
+    dedup: bool
+    stored: dict[bytes, int]    # id hash -> offset already in the partition (learnt from pq_push)
 
 
-def _create_partition(conn: psycopg.Connection, queue: queues.Queue, name: str) -> store.Partition:
-    queues.check_partition(name)
-    created = store.ensure_partition(conn, queue.tenant_id, OWNER_KIND, queue.id, name)
-    groups = [r[0] for r in conn.execute("SELECT consumer_group FROM pq_groups WHERE queue_id = %s", (queue.id,))]
-    cursors.ensure_groups(conn, created.id, groups)
-    return created
+def _group(tenant_id: str, items: list[Item], fresh: list[str]) -> list[_Group]:
+    """Items by (queue, partition), sorted (the lock order), validated and encoded once."""
+    by_key: dict[tuple[str, str], list[int]] = {}
+    for i, item in enumerate(items):
+        by_key.setdefault((item.queue, item.partition or DEFAULT_PARTITION), []).append(i)
+    out = []
+    encode = payloads.encode
+    for qname, pname in sorted(by_key):
+        queues.check_name(qname)
+        queues.check_partition(pname)
+        indexes = by_key[(qname, pname)]
+        ids, keys, raws = [], [], []
+        for i in indexes:
+            item = items[i]
+            tid, mid = item.transaction_id, item.message_id
+            if tid is not None and not 0 < len(tid) <= MAX_ID_LENGTH:
+                raise Invalid(f"items[{i}].transactionId: must be 1-{MAX_ID_LENGTH} characters")
+            if mid is not None and not 0 < len(mid) <= MAX_ID_LENGTH:
+                raise Invalid(f"items[{i}].messageId: must be 1-{MAX_ID_LENGTH} characters")
+            raw = encode(item.payload)
+            if len(raw) > MAX_PAYLOAD_BYTES:
+                raise TooLarge(f"items[{i}].payload: over {MAX_PAYLOAD_BYTES} bytes")
+            mid = mid or fresh[i]
+            ids.append(tid or mid)
+            keys.append(mid)
+            raws.append(raw)
+        out.append(_Group(qname, pname, indexes, ids, keys, raws,
+                          any(items[i].transaction_id for i in indexes), {}))
+    return out
 
 
 def push(conn: psycopg.Connection, tenant_id: str, items: list[Item], *, notify: bool = True) -> list[dict[str, Any]]:
     """Append the items; one result per item, in input order: `queued` with its offset, or
-    `duplicate` (same transactionId in the partition) with the offset of the message it repeats."""
-    groups: dict[tuple[str, str], list[int]] = {}
-    for i, item in enumerate(items):
-        groups.setdefault((item.queue, item.partition or DEFAULT_PARTITION), []).append(i)
+    `duplicate` (same transactionId in the partition) with the offset of the message it repeats.
+    One round trip (pq_push) in the usual case; works in autocommit or inside a transaction."""
+    groups = _group(tenant_id, items, uuid7s(len(items)))
+    while True:
+        encrypted = [(tenant_id, g.queue) in _encrypted for g in groups]
+        plans = [_plan(g, enc) for g, enc in zip(groups, encrypted, strict=True)]
+        hashes, hash_groups, hash_positions = [], [], []
+        for k, (g, plan) in enumerate(zip(groups, plans, strict=True), start=1):
+            if g.dedup:
+                hashes += [plan.hashes[j] for j in plan.keep]
+                hash_groups += [k] * len(plan.keep)
+                hash_positions += range(len(plan.keep))
+        packed = [pack([plan.records[j] for j in plan.keep]) if plan.keep else (0, None, 0) for plan in plans]
+        with domain_errors():
+            rows = conn.execute(_PUSH, (
+                tenant_id, [g.queue for g in groups], [g.partition for g in groups], encrypted,
+                [len(p.keep) for p in plans], [c for c, _, _ in packed], [r for _, _, r in packed],
+                [f for _, f, _ in packed], hashes if any(g.dedup for g in groups) else None, hash_groups,
+                hash_positions, notify,
+            )).fetchall()
+        retry = False
+        for kind, k, _, offset, h, flag in rows:
+            if kind == "encryption":
+                (_encrypted.add if flag else _encrypted.discard)((tenant_id, groups[k - 1].queue))
+                retry = True
+            elif kind == "duplicate":
+                groups[k - 1].stored[bytes(h)] = offset
+                retry = True
+        if not retry:
+            return _results(items, groups, plans, {r[1]: (r[2], r[3]) for r in rows})
+
+
+@dataclass
+class _Plan:
+    records: list[Record]
+    hashes: list[bytes]
+    keep: list[int]                 # positions in the group that get appended
+    repeats: dict[int, int]         # position -> position of its first copy in this call
+    stored: dict[int, int]          # position -> offset already stored
+
+
+def _plan(g: _Group, encrypted: bool) -> _Plan:
+    """The group's records framed for this encryption setting, minus known duplicates."""
+    if encrypted:
+        records = [Record(payloads.seal(raw), id=rid, key=key, headers=payloads.ENCRYPTED)
+                   for raw, rid, key in zip(g.raws, g.ids, g.keys, strict=True)]
+    else:
+        records = list(map(Record, g.raws, g.ids, g.keys))
+    if not g.dedup:
+        return _Plan(records, [], list(range(len(records))), {}, {})
+    hashes = [id_hash(rid) for rid in g.ids]
+    keep: list[int] = []
+    first: dict[bytes, int] = {}
+    repeats: dict[int, int] = {}
+    stored: dict[int, int] = {}
+    for n, h in enumerate(hashes):
+        if h in g.stored:
+            stored[n] = g.stored[h]
+        elif h in first:
+            repeats[n] = first[h]
+        else:
+            first[h] = n
+            keep.append(n)
+    return _Plan(records, hashes, keep, repeats, stored)
+
+
+def _results(items: list[Item], groups: list[_Group], plans: list[_Plan],
+             appended: dict[int, tuple[int, int]]) -> list[dict[str, Any]]:
     results: list[dict[str, Any]] = [{} for _ in items]
-    known: dict[str, queues.Queue] = {}
-    touched: set[int] = set()
-    for qname, pname in sorted(groups):
-        queue, row = queues.find_with_partition(conn, tenant_id, qname, pname, OWNER_KIND)
-        queue = queue or known.get(qname) or queues.ensure(conn, tenant_id, qname)
-        known[qname] = queue
-        part = store.Partition(*row) if row else _create_partition(conn, queue, pname)
-        indexes = groups[(qname, pname)]
-        fresh = uuid7s(len(indexes))
-        records = [_record(queue, i, items[i], fresh[n]) for n, i in enumerate(indexes)]
-        dedup = any(items[i].transaction_id for i in indexes)
-        appended = store.append(conn, part.id, records, dedup=dedup)
-        for n, i in enumerate(indexes):
-            offset = appended.offsets[n]
-            duplicate = offset is None
+    for k, (g, plan) in enumerate(zip(groups, plans, strict=True), start=1):
+        pid, first = appended[k]
+        offsets: dict[int, int] = {n: first + m for m, n in enumerate(plan.keep)}
+        for n, i in enumerate(g.indexes):
+            duplicate = n not in offsets
             results[i] = {
                 "index": i,
-                "queue": qname,
-                "partition": pname,
-                "partitionId": str(part.id),
-                "transactionId": records[n].id,
-                "messageId": records[n].key,
+                "queue": g.queue,
+                "partition": g.partition,
+                "partitionId": str(pid),
+                "transactionId": g.ids[n],
+                "messageId": g.keys[n],
                 "status": "duplicate" if duplicate else "queued",
-                "offset": appended.duplicates[n] if duplicate else offset,
+                "offset": offsets[n] if not duplicate else plan.stored.get(n, offsets.get(plan.repeats.get(n, -1))),
             }
-        if any(o is not None for o in appended.offsets):
-            touched.add(queue.id)
-    if notify:
-        wakeup.notify(conn, [channel(q) for q in sorted(touched)])
     return results

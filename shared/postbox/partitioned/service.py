@@ -12,10 +12,9 @@ from datetime import datetime
 from typing import Any
 
 from .. import config, db, wakeup
-from ..errors import Forbidden, Invalid, NotFound, Unauthorized
-from ..log import store
+from ..errors import Forbidden, Invalid, Unauthorized
 from ..tenancy import Principal
-from . import OWNER_KIND, QUEUE_MODE, consume, dlq, produce, queues
+from . import QUEUE_MODE, consume, dlq, produce, queues
 from .consume import Ack
 from .produce import Item
 
@@ -46,7 +45,7 @@ def push(principal: Principal, items: list[Item]) -> list[dict[str, Any]]:
     tenant = _require(principal, "write")
     if not items:
         raise Invalid("items: at least one item is required")
-    with db.transaction() as conn:
+    with db.connection() as conn:  # autocommit: pq_push is one statement
         return produce.push(conn, tenant, items)
 
 
@@ -70,27 +69,25 @@ def pop(principal: Principal, request: PopRequest) -> list[dict[str, Any]]:
     wait_s = min((request.timeout_ms if request.timeout_ms is not None else limit_s * 1000) / 1000, limit_s)
     deadline = time.monotonic() + (wait_s if request.wait else 0)
     while True:
-        with db.transaction() as conn:
-            queue = queues.get(conn, tenant, request.queue)
-            partition = None
-            if request.partition is not None:
-                partition = store.find_partition(conn, OWNER_KIND, queue.id, request.partition)
-                if partition is None:
-                    raise NotFound(f"partition not found: {request.partition}")
-            found = consume.lease(conn, queue, group, request.batch, partition=partition, start=request.start,
-                                  auto_ack=request.auto_ack)
+        with db.connection() as conn:  # autocommit: the usual pop is two single-statement steps
+            queue_id, found = consume.pop(conn, tenant, request.queue, request.partition, group, request.batch,
+                                          start=request.start, auto_ack=request.auto_ack)
         remaining = deadline - time.monotonic()
         if found or remaining <= 0:
             return found
-        wakeup.wait([produce.channel(queue.id)], min(remaining, RECHECK_SECONDS))
+        wakeup.wait([produce.channel(queue_id)], min(remaining, RECHECK_SECONDS))
 
 
 def ack(principal: Principal, acks: list[Ack]) -> list[dict[str, Any]]:
     tenant = _require(principal, "write")
     if not acks:
         raise Invalid("acknowledgments: at least one ack is required")
-    with db.transaction() as conn:
-        return consume.ack(conn, tenant, acks)
+    with db.connection() as conn:  # autocommit: the usual ack is one statement
+        done = consume.ack_one_statement(conn, tenant, acks)
+        if done is not None:
+            return done
+        with conn.transaction():
+            return consume.ack(conn, tenant, acks)
 
 
 def extend(principal: Principal, lease_id: str, seconds: float | None = None) -> dict[str, Any]:
