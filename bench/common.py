@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
 import statistics
@@ -133,3 +134,26 @@ class Table:
 
 def rate(n: int, seconds: float) -> str:
     return f"{n / seconds:,.0f}/s"
+
+
+def bench_main(doc: str, clients: int, run: Callable[[argparse.Namespace, str], None],
+               quick_help: str = "every count ~10x smaller") -> None:
+    """What every benchmark's `main` does: parse --quick/--fast, start a throwaway server, print the
+    server and load, run, stop the server, print the total time."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    parser.add_argument("--fast", action="store_true", help="fsync and synchronous_commit off (default: on)")
+    args = parser.parse_args()
+    configure(clients)
+    started = time.perf_counter()
+    server, url = start_server(fast=args.fast)
+    try:
+        print(f"server: embedded {server_description(url)}")
+        print(f"machine: {os.cpu_count()} cores, load average {load()} before the run")
+        run(args, url)
+    finally:
+        from postbox import db
+
+        db.close_pool()
+        server.stop()
+    print(f"\ntotal {time.perf_counter() - started:.0f} s; load average {load()} at the end")

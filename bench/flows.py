@@ -10,8 +10,6 @@ without a query, pop(200) + ack per batch, and for the cycle, the same sink push
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
 import sys
 import time
@@ -136,24 +134,11 @@ class Bench:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="5x fewer events")
-    parser.add_argument("--fast", action="store_true", help="fsync and synchronous_commit off (default: on)")
-    args = parser.parse_args()
-    common.configure(1)
-    started = time.perf_counter()
-    server, url = common.start_server(fast=args.fast)
-    try:
-        print(f"Postbox flows: runner throughput and cycle cost ({'quick' if args.quick else 'full'} run)")
-        print(f"server: embedded {common.server_description(url)}")
-        print(f"machine: {os.cpu_count()} cores, load average {common.load()} before the run\n")
+    def run(args, url: str) -> None:
+        print(f"Postbox flows: runner throughput and cycle cost ({'quick' if args.quick else 'full'} run)\n")
         Bench(url, 4_000 if args.quick else 20_000).run()
-    finally:
-        from postbox import db
 
-        db.close_pool()
-        server.stop()
-    print(f"\ntotal {time.perf_counter() - started:.0f} s; load average {common.load()} at the end")
+    common.bench_main(__doc__, 1, run, "5x fewer events")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ second reference, raw and per core.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -327,32 +326,19 @@ class Bench:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="every count ~10x smaller")
-    parser.add_argument("--fast", action="store_true", help="fsync and synchronous_commit off (default: on)")
-    args = parser.parse_args()
-    scale = QUICK if args.quick else FULL
-    common.configure(CLIENTS)
-    started = time.perf_counter()
-    server, url = common.start_server(fast=args.fast)
-    try:
-        run = "quick" if args.quick else "full"
-        print(f"Postbox partitioned queues (log engine) vs the message engine ({run} run)")
-        print(f"server: embedded {common.server_description(url)}")
+    def run(args, url: str) -> None:
+        run_kind = "quick" if args.quick else "full"
+        print(f"Postbox partitioned queues (log engine) vs the message engine ({run_kind} run)")
         print(f"clients: {CLIENTS} threads, one connection each; ratio = log / reference "
               "(for latency: log p50 / reference p50)\n")
-        bench = Bench(url, scale)
+        bench = Bench(url, QUICK if args.quick else FULL)
         bench.table.header()
         bench.batched()
         bench.http()
         bench.latency()
         bench.summary()
-    finally:
-        from postbox import db
 
-        db.close_pool()
-        server.stop()
-    print(f"\ntotal {time.perf_counter() - started:.0f} s")
+    common.bench_main(__doc__, CLIENTS, run)
 
 
 if __name__ == "__main__":

@@ -9,10 +9,8 @@ both figures and their ratio (Postbox / reference). See bench/README.md for what
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import io
-import os
 import statistics
 import sys
 import time
@@ -384,21 +382,11 @@ class Bench:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="every count ~10x smaller (under a minute)")
-    parser.add_argument("--fast", action="store_true", help="fsync and synchronous_commit off (default: on)")
-    args = parser.parse_args()
-    scale = QUICK if args.quick else FULL
-    common.configure(CLIENTS)
-    started = time.perf_counter()
-    server, url = common.start_server(fast=args.fast)
-    try:
+    def run(args, url: str) -> None:
         print(f"Postbox queues vs pgmq's SQL ({'quick' if args.quick else 'full'} run)")
-        print(f"server: embedded {common.server_description(url)}")
         print(f"clients: {CLIENTS} threads, one connection each; ratio = Postbox / reference "
-              "(for latency: Postbox p50 / reference p50)")
-        print(f"machine: {os.cpu_count()} cores, load average {common.load()} before the run\n")
-        bench = Bench(url, scale)
+              "(for latency: Postbox p50 / reference p50)\n")
+        bench = Bench(url, QUICK if args.quick else FULL)
         bench.table.header()
         bench.batched()
         bench.http()
@@ -406,12 +394,8 @@ def main() -> None:
         bench.latency()
         bench.new_queue()
         bench.summary()
-    finally:
-        from postbox import db
 
-        db.close_pool()
-        server.stop()
-    print(f"\ntotal {time.perf_counter() - started:.0f} s; load average {common.load()} at the end")
+    common.bench_main(__doc__, CLIENTS, run, "every count ~10x smaller (under a minute)")
 
 
 if __name__ == "__main__":
