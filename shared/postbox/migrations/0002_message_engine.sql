@@ -221,11 +221,15 @@ END $$;
 
 -- Claim up to p_qty visible messages of queue p_queue for p_vt seconds. A claimed message already
 -- read max_reads times is dead-lettered by the same statement instead of being handed out: moved
--- to the dead-letter queue (keeping its id) or archived as dead.
+-- to the dead-letter queue (keeping its id) or archived as dead (a move lost in a crash is simply
+-- made again by the next read).
 CREATE FUNCTION queue_claim(p_queue bigint, p_qty int, p_vt float8, p_max_reads int, p_dlq bigint)
 RETURNS TABLE (r_msg_id bigint, r_read_ct int, r_enqueued_at float8, r_vt float8, r_message jsonb, r_headers jsonb)
 LANGUAGE plpgsql AS $$
 BEGIN
+    -- A claim does not wait for its WAL flush: lost in a crash, it only makes the messages
+    -- visible again (at-least-once delivery holds). Sends, archives, deletes and pops still wait.
+    PERFORM set_config('synchronous_commit', 'off', true);
     IF p_max_reads IS NULL THEN
         RETURN QUERY
         WITH cand AS (
