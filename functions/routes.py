@@ -105,6 +105,7 @@ ROUTES: tuple[Route, ...] = tuple(
         ("POST", "/api/v1/transaction"),
         ("GET", "/api/v1/dlq"),
         ("POST", "/api/v1/dlq/replay"),
+        ("GET", "/api/v1/resources/queues/{queue}"),
     )
     + _rows(
         "flows",

@@ -1,4 +1,4 @@
-"""The partitioned queue surface (Queen-style `/api/v1/push`, `/pop`, `/ack`, `/transaction`, …).
+"""The partitioned queue surface (Queen-style `/api/v1/push`, `/pop`, `/ack`, `/transaction`, `/resources`, …).
 
 Parses, calls `postbox.partitioned.service`, shapes. Errors are `{"error": "<message>"}` with the
 status code; a malformed body or query is a 400 whose message names the field.
@@ -134,6 +134,11 @@ def dead_letters(queue: Annotated[str | None, Query(max_length=128)] = None,
 @app.post(API + "/dlq/replay")
 def replay(body: Annotated[Replay, Body()]):
     return service.replay(app.principal(), [int(i) for i in body.ids])
+
+
+@app.get(API + "/resources/queues/<queue>")
+def queue_resource(queue: str):
+    return service.queue_resource(app.principal(), queue)
 
 
 @lambda_handler

@@ -161,3 +161,38 @@ def test_handler_without_a_key_is_401_and_read_keys_cannot_push(tenant):
     assert result["statusCode"] == 403
     result = handler(api_event("GET", "/api/v1/dlq", key=reader), ctx)
     assert result["statusCode"] == 200 and json.loads(result["body"])["total"] == 0
+
+
+def test_queue_resource_shows_counters_partitions_and_groups(api, gateway, make_tenant):
+    _push(api, "res", [1, 2, 3])
+    _push(api, "res", [1], partition="P2", transactionId="same")
+    _push(api, "res", [1], partition="P2", transactionId="same")  # a duplicate: not counted
+    got = api.get("/api/v1/pop/queue/res/partition/Default", params={"batch": 2, "consumerGroup": "g"}).json()
+    msg = got["messages"][-1]
+    assert api.post("/api/v1/ack", json={"leaseId": msg["leaseId"], "transactionId": msg["transactionId"],
+                                         "partitionId": msg["partitionId"]}).status_code == 200
+    api.get("/api/v1/pop/queue/res/partition/Default", params={"consumerGroup": "g"})  # holds a lease
+    r = api.get("/api/v1/resources/queues/res")
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["queue"] == "res" and body["options"]["retryLimit"] == 3
+    assert body["counters"] == {"pushed": 4, "acked": 2, "failed": 0, "deadLettered": 0, "replayed": 0}
+    parts = {p["name"]: p for p in body["partitions"]}
+    assert parts["Default"] == {"name": "Default", "partitionId": msg["partitionId"], "nextOffset": 3,
+                                "startOffset": 0,
+                                "consumerGroups": [{"name": "g", "committedOffset": 2, "lag": 1, "leased": True}]}
+    assert parts["P2"]["nextOffset"] == 1 and parts["P2"]["consumerGroups"] == [
+        {"name": "g", "committedOffset": 0, "lag": 1, "leased": False}]
+    missing = api.get("/api/v1/resources/queues/nothing")
+    assert missing.status_code == 404 and missing.json() == {"error": "queue not found: nothing"}
+    with client(gateway.url, make_tenant().key) as other:
+        foreign = other.get("/api/v1/resources/queues/res")
+        assert foreign.status_code == 404 and foreign.json() == {"error": "queue not found: res"}
+    with client(gateway.url, api.tenant.key_for("read")) as reader:
+        assert reader.get("/api/v1/resources/queues/res").status_code == 200
+
+
+def test_queue_resource_without_a_key_is_401(gateway):
+    with client(gateway.url, None) as anonymous:
+        r = anonymous.get("/api/v1/resources/queues/res")
+    assert r.status_code == 401 and "error" in r.json()

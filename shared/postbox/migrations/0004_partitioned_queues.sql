@@ -64,6 +64,47 @@ CREATE TABLE pq_dead_letters (
 );
 CREATE INDEX pq_dead_letters_queue ON pq_dead_letters (tenant_id, queue_id, id);
 
+-- Per-queue counters, kept as messages move (never a full count): records pushed (duplicates not
+-- counted), acked (committed by acks, auto-acks, partial acks and cycles, summed over groups),
+-- failed (nacked), dead-lettered and replayed. A queue's figure is the sum of its slot rows; a
+-- writer adds to the first of up to 8 slots that no other transaction holds, so concurrent
+-- writers neither serialise on one row nor wait on each other (at most 8 rows per queue).
+CREATE TABLE pq_counters (
+    queue_id       bigint NOT NULL REFERENCES pq_queues (id) ON DELETE CASCADE,
+    slot           int    NOT NULL,
+    pushed         bigint NOT NULL DEFAULT 0,
+    acked          bigint NOT NULL DEFAULT 0,
+    failed         bigint NOT NULL DEFAULT 0,
+    dead_lettered  bigint NOT NULL DEFAULT 0,
+    replayed       bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (queue_id, slot)
+) WITH (fillfactor = 50);
+
+-- Add deltas to a queue's counters, inside the caller's statement or transaction.
+CREATE FUNCTION pq_count(
+    p_queue bigint, p_pushed bigint, p_acked bigint, p_failed bigint, p_dead bigint, p_replayed bigint
+) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_home int := pg_backend_pid() % 8;
+    v_slot int;
+BEGIN
+    -- Chosen (and locked) in a statement of its own: a SKIP LOCKED subquery inside the UPDATE may
+    -- be re-run per row of a nested loop, pick another slot the second time and count twice.
+    SELECT x.slot INTO v_slot FROM pq_counters x WHERE x.queue_id = p_queue
+    ORDER BY (x.slot - v_home + 8) % 8 LIMIT 1 FOR UPDATE SKIP LOCKED;
+    IF FOUND THEN
+        UPDATE pq_counters SET pushed = pushed + p_pushed, acked = acked + p_acked, failed = failed + p_failed,
+                               dead_lettered = dead_lettered + p_dead, replayed = replayed + p_replayed
+        WHERE queue_id = p_queue AND slot = v_slot;
+    ELSE  -- no slot row yet, or every one is held: this backend's own slot (may wait)
+        INSERT INTO pq_counters AS c (queue_id, slot, pushed, acked, failed, dead_lettered, replayed)
+        VALUES (p_queue, v_home, p_pushed, p_acked, p_failed, p_dead, p_replayed)
+        ON CONFLICT (queue_id, slot) DO UPDATE SET
+            pushed = c.pushed + excluded.pushed, acked = c.acked + excluded.acked, failed = c.failed + excluded.failed,
+            dead_lettered = c.dead_lettered + excluded.dead_lettered, replayed = c.replayed + excluded.replayed;
+    END IF;
+END $$;
+
 -- ---- Hot paths as functions: one round trip per call -------------------------------------------
 -- Python frames and compresses; these resolve names, lock, allocate offsets and lease in SQL.
 -- Errors a caller may hit are raised with SQLSTATEs of class PB and mapped in Python.
@@ -90,6 +131,7 @@ DECLARE
     pids bigint[] := '{}';
     firsts bigint[] := '{}';
     touched bigint[] := '{}';
+    added bigint[] := '{}';                   -- records appended per touched queue (its counter)
     retry boolean := false;
 BEGIN
     FOR i IN 1..n LOOP
@@ -138,7 +180,9 @@ BEGIN
             v_first := log_append(pids[i], p_counts[i], p_codecs[i], p_raw[i], p_frames[i]);
             IF NOT qids[i] = ANY (touched) THEN
                 touched := touched || qids[i];
+                added := added || 0::bigint;
             END IF;
+            added[array_position(touched, qids[i])] := added[array_position(touched, qids[i])] + p_counts[i];
         ELSE
             SELECT next_offset INTO v_first FROM log_partitions WHERE id = pids[i];
         END IF;
@@ -151,6 +195,9 @@ BEGIN
         INSERT INTO log_dedup (partition_id, hash, "offset")
         SELECT pids[u.g], u.h, firsts[u.g] + u.k FROM unnest(p_hashes, p_hash_groups, p_hash_positions) AS u(h, g, k);
     END IF;
+    FOR k IN 1..cardinality(touched) LOOP
+        PERFORM pq_count(touched[k], added[k], 0, 0, 0, 0);
+    END LOOP;
     IF p_notify AND cardinality(touched) > 0 THEN
         PERFORM pg_notify(w.channel, '')
         FROM (SELECT DISTINCT channel FROM waiters
@@ -266,6 +313,7 @@ BEGIN
             lease_id = NULL, lease_expires_at = NULL, batch_start = NULL, batch_end = NULL, batch_last_id = NULL,
             available_at = NULL
         WHERE partition_id = c.partition_id AND consumer_group = p_group;
+        PERFORM pq_count(q.id, 0, v_end - v_from, 0, 0, 0);
     ELSE
         v_lease := gen_random_uuid();
         UPDATE log_cursors SET
@@ -299,4 +347,36 @@ BEGIN
     ELSE
         UPDATE log_cursors SET batch_last_id = p_last, batch_end = p_end WHERE lease_id = p_lease;
     END IF;
+END $$;
+
+-- The usual ack in one round trip: when p_lease is live, the tenant's, on the partition and group
+-- given (when given) and (with p_last) one of p_last is the batch's last record, commit the whole
+-- leased batch, release the lease and count the records acked. One row (partition, records
+-- committed), or none and nothing changes (the caller then takes the general path).
+CREATE FUNCTION pq_ack(p_lease uuid, p_tenant uuid, p_partition bigint, p_group text, p_last text[])
+RETURNS TABLE (r_partition bigint, r_count bigint) LANGUAGE plpgsql AS $$
+DECLARE
+    c record;
+BEGIN
+    SELECT cc.partition_id, cc.consumer_group, cc.committed, cc.batch_end, p.owner_id INTO c
+    FROM log_cursors cc JOIN log_partitions p ON p.id = cc.partition_id
+    WHERE cc.lease_id = p_lease AND cc.lease_expires_at > clock_timestamp()
+      AND p.tenant_id = p_tenant AND p.owner_kind = 'pq'
+      AND (p_partition IS NULL OR cc.partition_id = p_partition)
+      AND (p_group IS NULL OR cc.consumer_group = p_group)
+      AND (p_last IS NULL OR cc.batch_last_id = ANY (p_last))
+    FOR UPDATE OF cc;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    r_partition := c.partition_id;
+    r_count := greatest(c.batch_end - c.committed, 0);
+    UPDATE log_cursors SET
+        total_consumed = total_consumed + r_count,
+        committed = greatest(c.committed, c.batch_end), retry_count = 0, served_at = clock_timestamp(),
+        lease_id = NULL, lease_expires_at = NULL, batch_start = NULL, batch_end = NULL, batch_last_id = NULL,
+        available_at = NULL
+    WHERE partition_id = c.partition_id AND consumer_group = c.consumer_group;
+    PERFORM pq_count(c.owner_id, 0, r_count, 0, 0, 0);
+    RETURN NEXT;
 END $$;

@@ -2,7 +2,8 @@
 
 Modules: `queues` (queue rows and options), `payloads` (JSON and encryption envelopes),
 `produce` (push on an open connection), `consume` (lease, ack, extend on an open connection),
-`dlq` (dead letters), `maintenance` (the agent's sweeps), `service` (one unit of work per call).
+`dlq` (dead letters), `counters` (per-queue counters), `resources` (a queue's state for the
+resources API), `maintenance` (the agent's sweeps), `service` (one unit of work per call).
 """
 
 OWNER_KIND = "pq"  # log_partitions.owner_kind of a partitioned queue's partitions

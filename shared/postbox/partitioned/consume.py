@@ -13,6 +13,7 @@ Nothing here commits, so a caller can ack inside its own transaction (`transacti
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import takewhile
@@ -24,7 +25,7 @@ from ..db import domain_errors
 from ..errors import Conflict, Invalid, NotFound
 from ..log import cursors, store
 from ..log.frames import Entry
-from . import OWNER_KIND, QUEUE_MODE, payloads, queues
+from . import OWNER_KIND, QUEUE_MODE, counters, payloads, queues
 
 OK_STATUSES = frozenset({"completed", "success", "acked", "ok"})
 MAX_BATCH = 10_000
@@ -137,6 +138,7 @@ def lease(conn: psycopg.Connection, queue: queues.Queue, group: str, batch: int,
         lease_id = None
         if auto_ack:
             cursors.commit(conn, cur, end, release=True, consumed=len(entries))
+            counters.add(conn, queue.id, acked=len(entries))
         else:
             lease_id, _ = cursors.grant(conn, cur, end, queue.lease_time, entries[-1].id)
         return _messages(queue.name, cur.partition, cur.partition_id, cur.group, entries, lease_id, cur.retry_count)
@@ -169,12 +171,13 @@ def _dead_letter(conn: psycopg.Connection, queue: queues.Queue, cur: cursors.Cur
     entries = cursors.read_window(conn, cur.partition_id, start, end - start, end)
     if not entries:
         return
-    conn.execute(
-        "INSERT INTO pq_dead_letters (tenant_id, queue_id, partition_id, consumer_group, \"offset\","
+    conn.execute(  # stored and counted in one statement
+        "WITH dead AS (INSERT INTO pq_dead_letters (tenant_id, queue_id, partition_id, consumer_group, \"offset\","
         " transaction_id, message_id, headers, payload, created_at, retry_count, error)"
         " SELECT %s, %s, %s, %s, o, t, m, h, d, to_timestamp(ts / 1000.0), %s, %s"
         " FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::bytea[], %s::bytea[], %s::bigint[])"
-        " AS u(o, t, m, h, d, ts)",
+        " AS u(o, t, m, h, d, ts) RETURNING queue_id)"
+        " SELECT pq_count(queue_id, 0, 0, 0, count(*), 0) FROM dead GROUP BY queue_id",
         (queue.tenant_id, queue.id, cur.partition_id, cur.group, retries, error,
          [e.offset for e in entries], [e.id for e in entries], [e.key for e in entries],
          [e.headers for e in entries], [e.payload for e in entries], [e.ts_ms for e in entries]),
@@ -243,10 +246,13 @@ def _settle(conn: psycopg.Connection, cur: cursors.Cursor, acks: list[Ack]) -> d
         upto = max(upto, cur.committed)
         release = upto >= cur.batch_end
         cursors.commit(conn, cur, upto, release=release)
+        counters.add(conn, cur.owner_id, acked=upto - cur.committed)
         return {"count": upto - cur.committed, "lease_released": release, "dlq": False}
     upto = min(failed)
     if upto > cur.committed:
         cursors.commit(conn, cur, upto, release=False)
+    # A nack fails the uncommitted rest of the lease: those records count as failed.
+    counters.add(conn, cur.owner_id, acked=upto - cur.committed, failed=max((cur.batch_end or upto) - upto, 0))
     retries = (0 if upto > cur.committed else cur.retry_count) + 1
     error = next((a.error for a in acks if a.error), None)
     dlq = _fail(conn, queues.by_id(conn, cur.owner_id), cur, upto, retries, error)
@@ -262,13 +268,20 @@ def _commit_whole(conn: psycopg.Connection, tenant_id: str, first: Ack,
     pid = str(first.partition_id) if first.partition_id is not None else None
     if pid is not None and not pid.isdigit():
         return None
+    try:
+        uuid.UUID(str(first.lease_id))
+    except ValueError:
+        return None
     txs = [a.transaction_id for a in group]
-    done = cursors.commit_lease(conn, first.lease_id, tenant_id, OWNER_KIND,
-                                partition_id=int(pid) if pid else None, group=first.consumer_group,
-                                last_ids=None if None in txs else txs)
+    done = conn.execute(_ACK, (str(first.lease_id), tenant_id, int(pid) if pid else None, first.consumer_group,
+                               None if None in txs else txs)).fetchone()
     if done is None:
         return None
     return done[0], {"count": done[1], "lease_released": True, "dlq": False}
+
+
+# The usual ack: commit the whole lease, release it and count it, in one round trip (migration 0004).
+_ACK = "SELECT * FROM pq_ack(%s::uuid, %s::uuid, %s::bigint, %s::text, %s::text[])"
 
 
 def ack_one_statement(conn: psycopg.Connection, tenant_id: str, acks: list[Ack]) -> list[dict[str, Any]] | None:
@@ -340,6 +353,7 @@ def ack_lease(conn: psycopg.Connection, tenant_id: str, lease_id: str, *, status
     entries = cursors.read_window(conn, cur.partition_id, cur.committed, count, cur.batch_end) if count else []
     upto = entries[-1].offset + 1 if entries else cur.committed
     cursors.commit(conn, cur, upto, release=False, consumed=len(entries))
+    counters.add(conn, cur.owner_id, acked=len(entries))
     return {"success": True, "count": len(entries), "lease_released": False, "dlq": False}
 
 

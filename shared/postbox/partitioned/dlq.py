@@ -9,7 +9,7 @@ import psycopg
 from ..errors import NotFound
 from ..log import store
 from ..log.frames import Record
-from . import payloads, queues
+from . import counters, payloads, queues
 from .consume import iso
 
 _LIST = """
@@ -54,6 +54,11 @@ def replay(conn: psycopg.Connection, tenant_id: str, ids: list[int]) -> list[dic
     by_partition: dict[int, list[tuple]] = {}
     for row in sorted(rows):
         by_partition.setdefault(row[2], []).append(row)
+    replayed: dict[int, int] = {}
+    for row in rows:
+        replayed[row[1]] = replayed.get(row[1], 0) + 1
+    for queue_id in sorted(replayed):
+        counters.add(conn, queue_id, replayed=replayed[queue_id])
     results = []
     for pid in sorted(by_partition):
         group = by_partition[pid]

@@ -14,7 +14,7 @@ from typing import Any
 from .. import config, db, wakeup
 from ..errors import Forbidden, Invalid, Unauthorized
 from ..tenancy import Principal
-from . import QUEUE_MODE, consume, dlq, produce, queues
+from . import QUEUE_MODE, consume, dlq, produce, queues, resources
 from .consume import Ack
 from .produce import Item
 
@@ -129,3 +129,10 @@ def replay(principal: Principal, ids: list[int]) -> dict[str, Any]:
             ([int(r["partitionId"]) for r in results],))]
         wakeup.notify(conn, [produce.channel(q) for q in queue_ids])
     return {"replayed": len(results), "results": results}
+
+
+def queue_resource(principal: Principal, queue: str) -> dict[str, Any]:
+    """The queue's options, counters, partitions and consumer groups' progress (resources API)."""
+    tenant = _require(principal, "read")
+    with db.transaction() as conn:
+        return resources.queue(conn, tenant, queue)
