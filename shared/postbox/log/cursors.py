@@ -142,16 +142,6 @@ def ensure(conn: psycopg.Connection, owner_kind: str, owner_id: int, group: str,
     ).rowcount
 
 
-def ensure_groups(conn: psycopg.Connection, partition_id: int, groups: list[str]) -> None:
-    """A partition that just appeared starts at its beginning for every group already consuming."""
-    if groups:
-        conn.execute(
-            "INSERT INTO log_cursors (partition_id, consumer_group, committed)"
-            " SELECT %s, g, 0 FROM unnest(%s::text[]) g ON CONFLICT DO NOTHING",
-            (partition_id, groups),
-        )
-
-
 _CLAIM = f"""
 WITH c AS (
     SELECT {_COLUMNS}, greatest(c.committed, p.start_offset) AS read_from
@@ -245,44 +235,6 @@ def commit(conn: psycopg.Connection, cursor: Cursor, upto: int, *, release: bool
         " WHERE partition_id = %(p)s AND consumer_group = %(g)s",
         {"n": consumed, "u": upto, "r": release, "p": cursor.partition_id, "g": cursor.group},
     )
-
-
-_COMMIT_LEASE = """
-WITH old AS (
-    SELECT c.partition_id, c.consumer_group, c.committed, c.batch_end
-    FROM log_cursors c JOIN log_partitions p ON p.id = c.partition_id
-    WHERE c.lease_id = %(l)s AND c.lease_expires_at > clock_timestamp()
-      AND p.tenant_id = %(t)s AND p.owner_kind = %(k)s
-      AND (%(pid)s::bigint IS NULL OR c.partition_id = %(pid)s::bigint)
-      AND (%(g)s::text IS NULL OR c.consumer_group = %(g)s)
-      AND (%(last)s::text[] IS NULL OR c.batch_last_id = ANY(%(last)s::text[]))
-    FOR UPDATE OF c
-)
-UPDATE log_cursors c SET
-    total_consumed = c.total_consumed + greatest(old.batch_end - old.committed, 0),
-    committed = greatest(old.committed, old.batch_end), retry_count = 0, served_at = clock_timestamp(),
-    lease_id = NULL, lease_expires_at = NULL, batch_start = NULL, batch_end = NULL, batch_last_id = NULL,
-    available_at = NULL
-FROM old
-WHERE c.partition_id = old.partition_id AND c.consumer_group = old.consumer_group
-RETURNING c.partition_id, greatest(old.batch_end - old.committed, 0)
-"""
-
-
-def commit_lease(conn: psycopg.Connection, lease_id: str, tenant_id: str, owner_kind: str, *,
-                 partition_id: int | None = None, group: str | None = None,
-                 last_ids: list[str] | None = None) -> tuple[int, int] | None:
-    """The common ack in one statement: when `lease_id` is live, the tenant's, matches the partition
-    and group given, and (with `last_ids`) one of them is the batch's last record, commit the whole
-    leased batch and release the lease. Returns (partition id, records committed), or None and
-    nothing changes (the caller then takes the general path)."""
-    try:
-        uuid.UUID(str(lease_id))
-    except ValueError:
-        return None
-    row = conn.execute(_COMMIT_LEASE, {"l": str(lease_id), "t": tenant_id, "k": owner_kind, "pid": partition_id,
-                                       "g": group, "last": last_ids}).fetchone()
-    return (row[0], row[1]) if row else None
 
 
 def release(conn: psycopg.Connection, cursor: Cursor, *, retry_count: int, delay_ms: int = 0) -> None:
