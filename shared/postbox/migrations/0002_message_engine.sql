@@ -103,6 +103,9 @@ END $$;
 CREATE FUNCTION queue_messages_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE r record;
 BEGIN
+    IF current_setting('postbox.counted', true) = 'on' THEN  -- the statement counted itself
+        RETURN NULL;
+    END IF;
     FOR r IN SELECT queue_id, count(*) AS n, sum(size) AS b FROM new_rows GROUP BY queue_id LOOP
         PERFORM queue_count(r.queue_id, r.n, 0, r.b, 0, 0, 0, 0);
     END LOOP;
@@ -116,6 +119,9 @@ END $$;
 CREATE FUNCTION queue_messages_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE r record;
 BEGIN
+    IF current_setting('postbox.counted', true) = 'on' THEN  -- the statement counted itself
+        RETURN NULL;
+    END IF;
     FOR r IN SELECT queue_id, count(*) AS n, sum(size) AS b FROM old_rows GROUP BY queue_id LOOP
         PERFORM queue_count(r.queue_id, 0, r.n, -r.b, 0, 0, 0, 0);
     END LOOP;
@@ -125,6 +131,9 @@ END $$;
 CREATE FUNCTION queue_archive_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE r record;
 BEGIN
+    IF current_setting('postbox.counted', true) = 'on' THEN  -- the statement counted itself
+        RETURN NULL;
+    END IF;
     FOR r IN SELECT queue_id, count(*) AS n, sum(size) AS b, count(*) FILTER (WHERE dead) AS d
              FROM new_rows GROUP BY queue_id LOOP
         PERFORM queue_count(r.queue_id, 0, 0, 0, r.n - r.d, r.n, r.b, r.d);
@@ -135,6 +144,9 @@ END $$;
 CREATE FUNCTION queue_archive_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE r record;
 BEGIN
+    IF current_setting('postbox.counted', true) = 'on' THEN  -- the statement counted itself
+        RETURN NULL;
+    END IF;
     FOR r IN SELECT queue_id, count(*) AS n, sum(size) AS b FROM old_rows GROUP BY queue_id LOOP
         PERFORM queue_count(r.queue_id, 0, 0, 0, 0, -r.n, -r.b, 0);
     END LOOP;
@@ -282,15 +294,27 @@ BEGIN
 END $$;
 
 -- Move waiting messages to the archive; returns the ids that were waiting in this queue.
+-- A move leaves the queue's stored bytes (and its tenant's) unchanged, so it counts itself with one
+-- counter update and tells the two statement triggers it fires to stand aside (postbox.counted).
 CREATE FUNCTION queue_archive_ids(p_queue bigint, p_ids bigint[]) RETURNS SETOF bigint
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+DECLARE v_ids bigint[]; v_n bigint; v_bytes bigint;
+BEGIN
+    PERFORM set_config('postbox.counted', 'on', true);
     WITH moved AS (
         DELETE FROM queue_messages WHERE queue_id = p_queue AND msg_id = ANY (p_ids) RETURNING *
+    ), archived AS (
+        INSERT INTO queue_archive (queue_id, msg_id, read_ct, enqueued_at, vt, message, headers, size)
+        SELECT queue_id, msg_id, read_ct, enqueued_at, vt, message, headers, size FROM moved
+        RETURNING msg_id, size
     )
-    INSERT INTO queue_archive (queue_id, msg_id, read_ct, enqueued_at, vt, message, headers, size)
-    SELECT queue_id, msg_id, read_ct, enqueued_at, vt, message, headers, size FROM moved
-    RETURNING msg_id
-$$;
+    SELECT array_agg(msg_id), count(*), coalesce(sum(size), 0) INTO v_ids, v_n, v_bytes FROM archived;
+    PERFORM set_config('postbox.counted', 'off', true);
+    IF v_n > 0 THEN
+        PERFORM queue_count(p_queue, 0, v_n, -v_bytes, v_n, v_n, v_bytes, 0);
+    END IF;
+    RETURN QUERY SELECT unnest(coalesce(v_ids, '{}'));
+END $$;
 
 CREATE FUNCTION queue_archive(p_tenant uuid, p_project uuid, p_name text, p_ids bigint[]) RETURNS SETOF bigint
 LANGUAGE plpgsql AS $$
