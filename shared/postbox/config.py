@@ -25,10 +25,6 @@ class Settings:
     long_poll_ms: int
     region: str | None
 
-    @property
-    def uses_secret(self) -> bool:
-        return self.database_url is None and self.db_secret_arn is not None
-
 
 @lru_cache(maxsize=1)
 def settings() -> Settings:

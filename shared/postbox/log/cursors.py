@@ -274,12 +274,3 @@ def slowest(conn: psycopg.Connection, partition_id: int) -> int | None:
     return conn.execute("SELECT min(committed) FROM log_cursors WHERE partition_id = %s", (partition_id,)).fetchone()[0]
 
 
-def lag(conn: psycopg.Connection, owner_kind: str, owner_id: int) -> list[tuple[str, str, int, int, bool]]:
-    """(partition, group, committed, partition end, leased) for each cursor of an owner."""
-    return conn.execute(
-        "SELECT p.name, c.consumer_group, c.committed, p.next_offset,"
-        " coalesce(c.lease_id IS NOT NULL AND c.lease_expires_at > clock_timestamp(), false)"
-        " FROM log_cursors c JOIN log_partitions p ON p.id = c.partition_id"
-        " WHERE p.owner_kind = %s AND p.owner_id = %s ORDER BY p.name, c.consumer_group",
-        (owner_kind, owner_id),
-    ).fetchall()

@@ -13,8 +13,6 @@ from typing import Any
 
 import psycopg
 
-MAX_VT_SECONDS = 43_200
-
 
 @dataclass(frozen=True)
 class QueueRef:
@@ -131,9 +129,6 @@ def purge(conn: psycopg.Connection, queue_id: int, include_archived: bool = Fals
     if include_archived:
         n += conn.execute("DELETE FROM queue_archive WHERE queue_id = %s", (queue_id,)).rowcount
     return n
-
-
-BROWSE_STATES = ("waiting", "archived", "dead")
 
 
 def browse(

@@ -63,24 +63,6 @@ def find(conn: psycopg.Connection, tenant_id: str, name: str) -> Queue | None:
     return _queue(row) if row else None
 
 
-def find_with_partition(conn: psycopg.Connection, tenant_id: str, name: str, partition: str,
-                        owner_kind: str) -> tuple[Queue | None, tuple | None]:
-    """The queue and its partition's row (id, name, next_offset, start_offset, stored_bytes) in one
-    round trip; either may be None."""
-    row = conn.execute(
-        f"SELECT {', '.join('q.' + f.name for f in fields(Queue))},"
-        " p.id, p.name, p.next_offset, p.start_offset, p.stored_bytes"
-        " FROM pq_queues q LEFT JOIN log_partitions p"
-        " ON p.owner_kind = %(k)s AND p.owner_id = q.id AND p.name = %(p)s"
-        " WHERE q.tenant_id = %(t)s AND q.name = %(q)s",
-        {"k": owner_kind, "p": partition, "t": tenant_id, "q": name},
-    ).fetchone()
-    if row is None:
-        return None, None
-    n = len(fields(Queue))
-    return _queue(row[:n]), (row[n:] if row[n] is not None else None)
-
-
 def get(conn: psycopg.Connection, tenant_id: str, name: str) -> Queue:
     """The tenant's queue, or 404 (the same answer for another tenant's queue)."""
     found = find(conn, tenant_id, name)

@@ -31,8 +31,6 @@ CONSUMER_DEFAULTS = {
     "visibility_timeout_sec": None,
     "ack": "archive",
 }
-SETTINGS = ("description", "visibility_timeout_sec", "max_reads", "dead_letter_queue", "retention_days",
-            "app_send", "consumer")
 
 _PROJECT = "coalesce(%(p)s::uuid, (SELECT id FROM projects WHERE tenant_id = %(t)s AND name = 'default'))"
 
