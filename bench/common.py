@@ -157,3 +157,15 @@ def bench_main(doc: str, clients: int, run: Callable[[argparse.Namespace, str], 
         db.close_pool()
         server.stop()
     print(f"\ntotal {time.perf_counter() - started:.0f} s; load average {load()} at the end")
+
+
+def bench_tenant(url: str) -> tuple[str, str, Any]:
+    """Point the domain layer at `url` and create the run's tenant on the unlimited plan:
+    (tenant id, a manage key, its principal)."""
+    from functions.local.runtime import use_database
+    from postbox import tenancy
+
+    use_database(url)
+    tenant = tenancy.create_tenant("bench", plan="unlimited")
+    key = tenancy.create_key(tenant, "manage").key
+    return tenant, key, tenancy.resolve_key(key)

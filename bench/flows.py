@@ -46,14 +46,11 @@ class TimedClient:
 
 class Bench:
     def __init__(self, url: str, events: int) -> None:
-        from functions.local.runtime import use_database
-        from postbox import db, tenancy
+        from postbox import db
         from postbox.flows import quotas
 
-        use_database(url)
-        tenant = tenancy.create_tenant("bench", plan="unlimited")
+        tenant, _, self.principal = common.bench_tenant(url)
         quotas.grant(tenant)
-        self.principal = tenancy.resolve_key(tenancy.create_key(tenant, "manage").key)
         self.events = events
         self.table = common.Table()
         db.pool().wait()

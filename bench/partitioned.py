@@ -193,15 +193,11 @@ def latencies(client, samples: int) -> list[float]:
 
 class Bench:
     def __init__(self, url: str, scale: Scale) -> None:
-        from functions.local.runtime import use_database
-        from postbox import db, tenancy
+        from postbox import db
         from postbox.queues import service as message_queues
 
         self.url, self.scale, self.table = url, scale, common.Table()
-        use_database(url)
-        tenant = tenancy.create_tenant("bench", plan="unlimited")
-        self.key = tenancy.create_key(tenant, "manage").key
-        self.principal = tenancy.resolve_key(self.key)
+        _, self.key, self.principal = common.bench_tenant(url)
         self.round = 0
         self.message_queues = message_queues
         db.pool().wait()

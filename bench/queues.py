@@ -221,15 +221,11 @@ FROM (SELECT jsonb_build_object('to', 'a@example.com', 'n', g) AS m FROM generat
 
 class Bench:
     def __init__(self, url: str, scale: Scale) -> None:
-        from functions.local.runtime import use_database
-        from postbox import db, tenancy
+        from postbox import db
         from postbox.queues import service
 
         self.url, self.scale, self.table = url, scale, common.Table()
-        use_database(url)
-        tenant = tenancy.create_tenant("bench", plan="unlimited")
-        self.key = tenancy.create_key(tenant, "manage").key
-        self.principal = tenancy.resolve_key(self.key)
+        _, self.key, self.principal = common.bench_tenant(url)
         service.create_queue(self.principal, QUEUE, {})
         service.create_queue(self.principal, NEW_QUEUE, {})
         self.sql = common.sql_blocks(REFERENCE)
