@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import psycopg
 from psycopg_pool import ConnectionPool
 
-from . import config, errors
+from . import config, errors, jsoncodec
 
 _pool: ConnectionPool | None = None
 _lock = threading.Lock()
@@ -74,6 +74,7 @@ def pool() -> ConnectionPool:
                     min_size=s.pool_min,
                     max_size=max(s.pool_max, 1),
                     kwargs={"prepare_threshold": None, "autocommit": True},
+                    configure=jsoncodec.use_on,
                     check=_check_if_idle,
                     reset=_reset,
                     name="postbox",
