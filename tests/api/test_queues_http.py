@@ -202,6 +202,27 @@ def test_archive_delete_and_delete_one(api):
     assert m["queue_length"] == 1 and m["archived"] == 1 and m["total_messages"] == 4
 
 
+def test_ids_no_message_can_have_match_nothing(api):
+    _create(api, "q")
+    [msg_id] = api.post("/api/v1/queues/q/send_batch", json={"messages": [1]}).json()["msg_ids"]
+    for op, key in (("archive", "archived"), ("delete", "deleted")):
+        answer = api.post(f"/api/v1/queues/q/{op}", json={"msg_ids": [2**64, -1, 0]})
+        assert answer.status_code == 200 and answer.json() == {key: []}
+    assert api.delete(f"/api/v1/queues/q/messages/{2**64}").status_code == 404
+    for bad in (2**64, -5):
+        assert api.post("/api/v1/queues/q/set_vt", json={"msg_id": bad, "vt": 0}).status_code == 404
+    assert api.post("/api/v1/queues/q/archive", json={"msg_ids": [msg_id, 2**63]}).json() == {"archived": [msg_id]}
+
+
+def test_read_gives_back_numbers_exactly_as_sent(api):
+    _create(api, "q")
+    message = {"big": 2**70, "neg": -(2**64) - 1, "pi": 3.141592653589793, "tenth": 0.1, "digits": "1" * 30,
+               "nested": [{"n": 12345678901234567890}], "text": "caf\u00e9 \u2603"}
+    api.post("/api/v1/queues/q/send", json={"message": message, "headers": {"trace": 2**65}})
+    [read] = api.post("/api/v1/queues/q/read", json={"qty": 1}).json()["messages"]
+    assert read["message"] == message and read["headers"] == {"trace": 2**65}
+
+
 def test_set_vt(api):
     _create(api, "q")
     msg_id = api.post("/api/v1/queues/q/send", json={"message": "x"}).json()["msg_id"]

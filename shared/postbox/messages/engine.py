@@ -49,25 +49,29 @@ def encode(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
-def messages_from_rows(rows) -> list[Message]:
-    """Messages from rows shaped (msg_id, read_ct, enqueued_at, vt, message, headers), in id order."""
-    return _messages(rows)
-
-
 _MESSAGE_COLUMNS = (
     "m.msg_id, m.read_ct, extract(epoch FROM m.enqueued_at)::float8,"
     " extract(epoch FROM m.vt)::float8, m.message, m.headers"
 )
 
+_MAX_ID = 2**63  # ids are positive bigints: any other number names no message
 
-def _messages(rows) -> list[Message]:
-    out = [Message(*row) for row in rows]
+
+def id_array(ids: list[int]) -> str:
+    """A bigint[] literal of `ids`, leaving out numbers no message can have (so they match nothing
+    instead of failing the cast); cheaper to build than psycopg's per-element array dump."""
+    return "{" + ",".join([str(i) for i in ids if 0 < i < _MAX_ID]) + "}"
+
+
+def _messages(cursor: psycopg.Cursor) -> list[Message]:
+    out = [Message(*row) for row in cursor.fetchall()]
     out.sort(key=lambda m: m.msg_id)
     return out
 
 
 def read(conn: psycopg.Connection, queue: QueueRef, qty: int, vt: float | None = None) -> list[Message]:
-    """Claim up to `qty` visible messages for `vt` seconds, in msg_id order (SQL: queue_claim).
+    """Claim up to `qty` visible messages for `vt` seconds, in msg_id order from the queue's claim
+    head (SQL: queue_claim; see migration 0008 for the head).
 
     A claimed message already read `max_reads` times is dead-lettered by the same statement
     instead of being handed out: moved to the dead-letter queue (keeping its id) or archived as dead.
@@ -100,7 +104,7 @@ def pop(conn: psycopg.Connection, queue_id: int, qty: int) -> list[Message]:
 
 def archive(conn: psycopg.Connection, queue_id: int, ids: list[int]) -> list[int]:
     """Move waiting messages to the archive; returns the ids that were waiting here."""
-    rows = conn.execute("SELECT queue_archive_ids(%s, %b::bigint[])", (queue_id, ids))
+    rows = conn.execute("SELECT queue_archive_ids(%s, %s::bigint[])", (queue_id, id_array(ids)))
     return sorted(r[0] for r in rows)
 
 
@@ -108,13 +112,19 @@ def delete(conn: psycopg.Connection, queue_id: int, ids: list[int]) -> list[int]
     """Delete waiting messages; returns the ids that were waiting here."""
     rows = conn.execute(
         "DELETE FROM queue_messages WHERE queue_id = %s AND msg_id = ANY(%s::bigint[]) RETURNING msg_id",
-        (queue_id, ids),
+        (queue_id, id_array(ids)),
     )
     return sorted(r[0] for r in rows)
 
 
 def set_vt(conn: psycopg.Connection, queue_id: int, msg_id: int, vt: float) -> Message | None:
-    """Hide a waiting message for `vt` more seconds from now (0 makes it visible now)."""
+    """Hide a waiting message for `vt` more seconds from now (0 makes it visible now).
+
+    Under a second pulls the queue's claim head back to the message, so the next read finds it."""
+    if not 0 < msg_id < _MAX_ID:
+        return None
+    if vt < 1:
+        conn.execute("SELECT queue_head_back(%s, %s)", (queue_id, msg_id))
     row = conn.execute(
         f"UPDATE queue_messages m SET vt = clock_timestamp() + %s * interval '1 second'"
         f" WHERE m.queue_id = %s AND m.msg_id = %s RETURNING {_MESSAGE_COLUMNS}",

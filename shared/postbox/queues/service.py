@@ -354,18 +354,18 @@ def _queue_id(principal: Principal, name: str) -> int:
 def read_messages(
     principal: Principal, name: str, qty: int, vt: float | None, wait_seconds: float = 0
 ) -> list[dict[str, Any]]:
-    """Claim up to `qty` messages (SQL: queue_read, one round trip); with `wait_seconds`, long-poll
-    until one arrives (as SQS does)."""
+    """Claim up to `qty` messages (SQL: queue_read, one round trip answering a JSON array); with
+    `wait_seconds`, long-poll until one arrives (as SQS does)."""
     _require(principal, "write")
     deadline = time.monotonic() + min(wait_seconds, config.settings().long_poll_ms / 1000)
     queue_id = None
     while True:
         with db.connection() as conn, db.domain_errors():
-            found = engine.messages_from_rows(conn.execute(
-                "SELECT * FROM queue_read(%s, %s, %s, %s, %s)", (*_principal_args(principal), name, qty, vt)))
+            found = conn.execute("SELECT queue_read(%s, %s, %s, %s, %s)",
+                                 (*_principal_args(principal), name, qty, vt), binary=True).fetchone()[0]
         remaining = deadline - time.monotonic()
         if found or remaining <= 0:
-            return [m.as_dict() for m in found]
+            return found
         queue_id = queue_id or _queue_id(principal, name)
         wakeup.wait([_channel(queue_id)], min(remaining, RECHECK_SECONDS))
 
@@ -381,8 +381,8 @@ def archive_messages(principal: Principal, name: str, ids: list[int]) -> list[in
     """Archive waiting messages (SQL: queue_archive, one round trip)."""
     _require(principal, "write")
     with db.connection() as conn, db.domain_errors():
-        rows = conn.execute("SELECT queue_archive(%s, %s, %s, %b::bigint[])",
-                            (*_principal_args(principal), name, ids)).fetchall()
+        rows = conn.execute("SELECT queue_archive(%s, %s, %s, %s::bigint[])",
+                            (*_principal_args(principal), name, engine.id_array(ids)), binary=True).fetchall()
     return sorted(r[0] for r in rows)
 
 
