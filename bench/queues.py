@@ -29,10 +29,12 @@ from bench import common  # noqa: E402
 REFERENCE = Path(__file__).resolve().parent / "reference" / "pgmq.sql"
 CLIENTS = 2
 BATCH = 100
-ROUNDS = 3  # each domain-layer comparison runs this many times; the median is printed
+ROUNDS = 5  # each domain-layer comparison runs this many times; the median is printed
 VT = 30  # seconds: longer than any run, so a claimed message never comes back mid-run
 QUEUE = "bench"
 NEW_QUEUE = "bench_new"  # stays empty until f, so the planner's statistics never see it
+
+TABLES = ("queue_messages", "queue_archive", "pgmq.q_bench", "pgmq.a_bench")
 
 GOAL_SEND = 100_000
 GOAL_READ = 70_000
@@ -82,14 +84,18 @@ class PostboxClient:
 
 
 class PgmqClient:
-    """pgmq's statements on a connection of its own, set up as Postbox's pool sets up its connections."""
+    """pgmq's statements on a connection of its own, set up as Postbox's pool sets up its connections
+    and read as Postbox reads (binary results, the same JSON decoder)."""
 
     def __init__(self, url: str, sql: dict[str, str]) -> None:
+        from postbox import jsoncodec
+
         self.conn = psycopg.connect(url, prepare_threshold=None, autocommit=False)
+        jsoncodec.use_on(self.conn)
         self.sql = sql
 
     def _run(self, name: str, **params: Any) -> list[tuple]:
-        rows = self.conn.execute(self.sql[name], params).fetchall()
+        rows = self.conn.execute(self.sql[name], params, binary=True).fetchall()
         self.conn.commit()
         return rows
 
@@ -259,11 +265,11 @@ class Bench:
             order = list(sides) if r % 2 == 0 else list(sides)[::-1]
             sent = {}
             for side in order:
-                common.checkpoint(self.url)
+                self._settle()
                 seconds, sent[side] = send_all(sides[side][0], n, per_call)
                 rates[keys[0], side].append(len(sent[side]) / seconds)
             for side in order:
-                common.checkpoint(self.url)
+                self._settle()
                 seconds, done = drain(sides[side][0], per_call)
                 rates[keys[1], side].append(len(done) / seconds)
                 if problem := exactly_once(sent[side], done, *sides[side][1](sent[side])):
@@ -275,6 +281,12 @@ class Bench:
             self.table.row(label, n, f"{ours:,.0f}/s", f"{theirs:,.0f}/s", ours / theirs, f"rounds: {each}")
         verdict = "OK" if not failures else "FAILED: " + "; ".join(failures)
         print(f"   every message archived exactly once, none left ({ROUNDS} rounds, both): {verdict}", flush=True)
+
+    def _settle(self) -> None:
+        """Before a timed run: vacuum both engines' tables (as autovacuum would between bursts) and
+        flush dirty pages, so no run pays for the dead rows and writes of the one before it."""
+        common.vacuum_analyze(self.url, *TABLES)
+        common.checkpoint(self.url)
 
     def _postbox_counts(self, sent: list[int], queue_id: int | None = None) -> tuple[int, int]:
         return self._sql(POSTBOX_COUNTS, q=queue_id or self.queue_id, ids=sent)
@@ -299,9 +311,9 @@ class Bench:
         try:
             # Powertools prints its metrics every 100 sends even when disabled; keep them off the table.
             with contextlib.redirect_stdout(io.StringIO()):
-                common.checkpoint(self.url)
+                self._settle()
                 send_seconds, sent = send_all(make, n, BATCH)
-                common.checkpoint(self.url)
+                self._settle()
                 read_seconds, done = drain(make, BATCH)
         finally:
             gateway.stop()
@@ -327,7 +339,7 @@ class Bench:
             with psycopg.connect(self.url, autocommit=True) as conn:
                 for statement, params in fills.values():
                     conn.execute(statement, {**params, "n": size - waiting})
-            common.vacuum_analyze(self.url, "queue_messages", "queue_archive", "pgmq.q_bench", "pgmq.a_bench")
+            common.vacuum_analyze(self.url, *TABLES)
             common.checkpoint(self.url)
             times = read_latencies({"Postbox": self.postbox(), "pgmq": self.pgmq()}, s.samples)
             waiting = size - s.samples
