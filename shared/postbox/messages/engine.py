@@ -104,8 +104,7 @@ def pop(conn: psycopg.Connection, queue_id: int, qty: int) -> list[Message]:
 
 def archive(conn: psycopg.Connection, queue_id: int, ids: list[int]) -> list[int]:
     """Move waiting messages to the archive; returns the ids that were waiting here."""
-    rows = conn.execute("SELECT queue_archive_ids(%s, %s::bigint[])", (queue_id, id_array(ids)))
-    return sorted(r[0] for r in rows)
+    return conn.execute("SELECT queue_archive_ids(%s, %s::bigint[])", (queue_id, id_array(ids))).fetchone()[0]
 
 
 def delete(conn: psycopg.Connection, queue_id: int, ids: list[int]) -> list[int]:

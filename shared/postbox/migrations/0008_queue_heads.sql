@@ -141,3 +141,41 @@ BEGIN
                                q.dead_letter_queue_id) c) m
     );
 END $$;
+
+-- An archive answers the archived ids as one array in id order, and counts its move with one
+-- counter update of its own (no nested call): fewer statements on the hot path.
+DROP FUNCTION queue_archive(uuid, uuid, text, bigint[]);
+DROP FUNCTION queue_archive_ids(bigint, bigint[]);
+CREATE FUNCTION queue_archive_ids(p_queue bigint, p_ids bigint[]) RETURNS bigint[]
+LANGUAGE plpgsql AS $$
+DECLARE v_ids bigint[]; v_n bigint; v_bytes bigint;
+BEGIN
+    PERFORM set_config('postbox.counted', 'on', true);  -- the two statement triggers stand aside
+    WITH moved AS (
+        DELETE FROM queue_messages WHERE queue_id = p_queue AND msg_id = ANY (p_ids) RETURNING *
+    ), archived AS (
+        INSERT INTO queue_archive (queue_id, msg_id, read_ct, enqueued_at, vt, message, headers, size)
+        SELECT queue_id, msg_id, read_ct, enqueued_at, vt, message, headers, size FROM moved
+        RETURNING msg_id, size
+    )
+    SELECT coalesce(array_agg(msg_id ORDER BY msg_id), '{}'), count(*), coalesce(sum(size), 0)
+    INTO v_ids, v_n, v_bytes FROM archived;
+    PERFORM set_config('postbox.counted', 'off', true);
+    IF v_n > 0 THEN  -- a move leaves stored bytes unchanged: the tenant's total needs no update
+        INSERT INTO queue_counters AS c (queue_id, slot, removed, live_bytes, archived_total, archive_rows, archive_bytes)
+        VALUES (p_queue, pg_backend_pid() % 8, v_n, -v_bytes, v_n, v_n, v_bytes)
+        ON CONFLICT (queue_id, slot) DO UPDATE SET
+            removed = c.removed + excluded.removed,
+            live_bytes = c.live_bytes + excluded.live_bytes,
+            archived_total = c.archived_total + excluded.archived_total,
+            archive_rows = c.archive_rows + excluded.archive_rows,
+            archive_bytes = c.archive_bytes + excluded.archive_bytes;
+    END IF;
+    RETURN v_ids;
+END $$;
+
+CREATE FUNCTION queue_archive(p_tenant uuid, p_project uuid, p_name text, p_ids bigint[]) RETURNS bigint[]
+LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN queue_archive_ids((queue_find(p_tenant, p_project, p_name)).id, p_ids);
+END $$;
