@@ -1,4 +1,4 @@
-"""Decoding the jsonb our statements return, ten times faster than the standard library.
+"""JSON in and out of our statements, by orjson wherever it gives the standard library's answer.
 
 Reading 100 messages spent a third of its Python time in `json.loads`; orjson does the same work
 in a tenth of the time. orjson turns integers beyond 64 bits into floats, though, where
@@ -6,11 +6,18 @@ in a tenth of the time. orjson turns integers beyond 64 bits into floats, though
 write such an integer) goes to `json.loads` instead. So does anything orjson refuses (`1e400`).
 The digit runs are found by mapping every digit to `0` and searching for nineteen of them, a
 tenth of what a regular expression takes on a document of 100 messages.
+
+Encoding (`dumps`) was most of a batched send's Python time too. orjson writes what
+`json.dumps(separators=(",", ":"), ensure_ascii=False)` writes, but for the spelling of a float's
+exponent (`1e16`, not `1e+16`: the same number); what it cannot write the same way (NaN and the
+infinities, which it turns into null; integers beyond 64 bits; keys that are not strings; lone
+surrogates) goes to the standard encoder, which answers as it always did.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import orjson
@@ -30,6 +37,33 @@ def loads(data: bytes | bytearray | memoryview | str) -> Any:
         except orjson.JSONDecodeError:
             pass
     return json.loads(raw)
+
+
+_STANDARD = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+_STRICT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def dumps(value: Any, *, strict: bool = False) -> bytes:
+    """Compact UTF-8 JSON of `value`, as the standard library writes it (see the module's note).
+
+    `strict` refuses NaN and the infinities (ValueError), which JSON cannot write and jsonb refuses."""
+    try:
+        out = orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        return (_STRICT if strict else _STANDARD).encode(value).encode()
+    if b"null" in out and _holds_non_finite(value):
+        return (_STRICT if strict else _STANDARD).encode(value).encode()
+    return out
+
+
+def _holds_non_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_holds_non_finite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_non_finite(v) for v in value)
+    return False
 
 
 def use_on(conn: psycopg.Connection) -> None:

@@ -214,6 +214,14 @@ def test_ids_no_message_can_have_match_nothing(api):
     assert api.post("/api/v1/queues/q/archive", json={"msg_ids": [msg_id, 2**63]}).json() == {"archived": [msg_id]}
 
 
+def test_numbers_json_cannot_write_are_a_400(api):
+    _create(api, "q")
+    for body in ('{"message": NaN}', '{"message": {"x": Infinity}}', '{"message": 1, "headers": {"h": -Infinity}}'):
+        answer = api.post("/api/v1/queues/q/send", content=body, headers={"content-type": "application/json"})
+        assert answer.status_code == 400 and "JSON" in answer.json()["detail"]
+    assert api.get("/api/v1/queues/q/metrics").json()["queue_length"] == 0
+
+
 def test_read_gives_back_numbers_exactly_as_sent(api):
     _create(api, "q")
     message = {"big": 2**70, "neg": -(2**64) - 1, "pi": 3.141592653589793, "tenth": 0.1, "digits": "1" * 30,

@@ -35,3 +35,44 @@ def test_invalid_documents_fail_as_json_loads_does():
     for doc in (b"{", b"[1,]", b"NaN-ish", b""):
         with pytest.raises(ValueError):
             jsoncodec.loads(doc)
+
+
+def _deep(n: int) -> list:
+    """Nested deeper than orjson writes (it stops at 255 levels)."""
+    value: list = []
+    for _ in range(n):
+        value = [value]
+    return value
+
+
+VALUES = [
+    {"to": "a@example.com", "n": 1}, [1, 2.5, None, True, "é☃"], {"big": 2**70}, {1: "a", None: 2},
+    float("nan"), {"a": [float("inf"), None]}, "\x00\x1f\"\\\x7f\u2028", 0.1, 1e16, -0.0,
+    {"d": {"e": [[]]}}, 2**64 - 1, -(2**63), _deep(300),
+]
+
+
+@pytest.mark.parametrize("value", VALUES)
+def test_dumps_writes_what_the_standard_encoder_writes(value):
+    standard = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    assert jsoncodec.dumps(value) == standard
+
+
+def test_dumps_differs_only_in_spelling_a_small_exponent():
+    assert json.loads(jsoncodec.dumps(1e-07)) == 1e-07
+
+
+def test_strict_dumps_refuses_what_json_cannot_write():
+    for value in (float("nan"), {"a": [None, float("-inf")]}):
+        with pytest.raises(ValueError):
+            jsoncodec.dumps(value, strict=True)
+    assert jsoncodec.dumps({"a": None}, strict=True) == b'{"a":null}'
+
+
+def test_dumps_fails_on_what_cannot_be_encoded_as_the_standard_encoder_does():
+    with pytest.raises(UnicodeEncodeError):
+        jsoncodec.dumps("\ud800")
+    circular: list = []
+    circular.append(circular)
+    with pytest.raises(ValueError):
+        jsoncodec.dumps(circular)

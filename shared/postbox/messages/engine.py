@@ -7,7 +7,6 @@ their internal id and knows nothing of any surface's wire format.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,11 +41,6 @@ class Message:
             "message": self.message,
             "headers": self.headers,
         }
-
-
-def encode(value: Any) -> str:
-    """Compact JSON, as stored and as measured against size limits."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 _MESSAGE_COLUMNS = (

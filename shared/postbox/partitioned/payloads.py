@@ -13,9 +13,9 @@ import json
 import os
 import secrets
 from functools import lru_cache
-from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
+from .. import jsoncodec
 from ..errors import Unavailable
 
 ENCRYPTED = b"\x01"  # record headers of an enveloped payload
@@ -23,21 +23,8 @@ _VERSION = b"\x01"
 _DEV_KEY = hashlib.sha256(b"postbox-development-encryption-key").digest()
 
 
-_standard = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
-# The C encoder the standard one builds on every call, built once (a third of a push's time went
-# to building it): without circular-reference markers, so a cycle is a RecursionError here and
-# the standard encoder then reports it (as it does a nesting too deep).
-_fast = (c_make_encoder(None, _standard.default, encode_basestring, None, ":", ",", False, False, True)
-         if c_make_encoder is not None else None)
-
-
 def encode(payload: Any) -> bytes:
-    if _fast is not None:
-        try:
-            return "".join(_fast(payload, 0)).encode()
-        except RecursionError:
-            pass
-    return _standard.encode(payload).encode()
+    return jsoncodec.dumps(payload)
 
 
 def decode(stored: bytes, headers: bytes | None) -> Any:

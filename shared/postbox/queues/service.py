@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from .. import config, db, wakeup
+from .. import config, db, jsoncodec, wakeup
 from ..errors import Conflict, Forbidden, Invalid, LimitExceeded, NotFound, TooLarge, Unauthorized
 from ..messages import engine
 from ..tenancy import Principal
@@ -331,17 +331,20 @@ def send_messages(
     one round trip: lookup, limits, insert, monthly count and the long-poll wake-up together)."""
     if not principal.is_anonymous:
         _require(principal, "write")
-    encoded = [engine.encode(m) for m in messages]
-    header_text = engine.encode(headers) if headers is not None else None
-    header_bytes = len(header_text.encode()) if header_text is not None else 0
-    if header_bytes > MAX_HEADERS_BYTES:
+    try:
+        encoded = [jsoncodec.dumps(m, strict=True) for m in messages]
+        header_raw = jsoncodec.dumps(headers, strict=True) if headers is not None else b""
+    except ValueError as error:  # NaN or an infinity: no JSON form, and jsonb refuses them
+        raise Invalid(f"Messages and headers must be JSON: {error}.") from None
+    if len(header_raw) > MAX_HEADERS_BYTES:
         raise TooLarge(f"headers are over {MAX_HEADERS_BYTES} bytes.")
-    sizes = [len(m.encode()) for m in encoded]
+    sizes = [len(m) + len(header_raw) for m in encoded]
     with db.connection() as conn, db.domain_errors():
         rows = conn.execute(
-            "SELECT queue_send(%s, %s, %s, %s, %b::text[], %b::int[], %s, %s, %s::jsonb)",
-            (*_principal_args(principal), name, principal.is_anonymous, encoded,
-             [n + header_bytes for n in sizes], max(sizes), delay, header_text),
+            "SELECT queue_send(%s, %s, %s, %s, %b::text[], %s::int[], %s, %s, %s::jsonb)",
+            (*_principal_args(principal), name, principal.is_anonymous, [m.decode() for m in encoded],
+             "{" + ",".join(map(str, sizes)) + "}", max(sizes) - len(header_raw), delay,
+             header_raw.decode() if headers is not None else None),
         ).fetchall()
     return [r[0] for r in rows]
 

@@ -7,14 +7,13 @@ racing publishers and the backlog check cannot be overtaken.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import psycopg
 
-from .. import wakeup
+from .. import jsoncodec, wakeup
 from ..errors import Invalid, TooLarge, TooManyRequests
 from ..log import store
 from ..log.frames import Entry, Record
@@ -34,7 +33,7 @@ class Outgoing:
 
 
 def encode(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    return jsoncodec.dumps(value)
 
 
 def max_backlog(stream: catalog.Stream) -> int | None:
