@@ -339,8 +339,7 @@ class Bench:
             with psycopg.connect(self.url, autocommit=True) as conn:
                 for statement, params in fills.values():
                     conn.execute(statement, {**params, "n": size - waiting})
-            common.vacuum_analyze(self.url, *TABLES)
-            common.checkpoint(self.url)
+            self._settle()
             times = read_latencies({"Postbox": self.postbox(), "pgmq": self.pgmq()}, s.samples)
             waiting = size - s.samples
             for side in fills:

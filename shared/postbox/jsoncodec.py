@@ -50,8 +50,8 @@ def dumps(value: Any, *, strict: bool = False) -> bytes:
     try:
         out = orjson.dumps(value)
     except orjson.JSONEncodeError:
-        return (_STRICT if strict else _STANDARD).encode(value).encode()
-    if b"null" in out and _holds_non_finite(value):
+        out = None
+    if out is None or (b"null" in out and _holds_non_finite(value)):
         return (_STRICT if strict else _STANDARD).encode(value).encode()
     return out
 
@@ -60,19 +60,14 @@ _SCALARS = (str, int, bool, type(None))
 
 
 def _holds_non_finite(value: Any) -> bool:
-    """Whether a NaN or an infinity is anywhere in `value` (a loop on exact types first: this runs
-    for every document orjson writes a null into)."""
+    """Whether a NaN or an infinity is anywhere in `value` (a loop that passes over scalars by exact
+    type first: this runs for every document orjson writes a null into)."""
     stack = [value]
     while stack:
         item = stack.pop()
-        kind = type(item)
-        if kind in _SCALARS:
+        if type(item) in _SCALARS:
             continue
-        if kind is dict:
-            stack.extend(item.values())
-        elif kind is list:
-            stack.extend(item)
-        elif isinstance(item, float):
+        if isinstance(item, float):
             if not math.isfinite(item):
                 return True
         elif isinstance(item, dict):

@@ -51,10 +51,15 @@ _MESSAGE_COLUMNS = (
 _MAX_ID = 2**63  # ids are positive bigints: any other number names no message
 
 
+def int_array(values: list[int]) -> str:
+    """An int[]/bigint[] literal: cheaper to build than psycopg's per-element array dump."""
+    return "{" + ",".join(map(str, values)) + "}"
+
+
 def id_array(ids: list[int]) -> str:
     """A bigint[] literal of `ids`, leaving out numbers no message can have (so they match nothing
-    instead of failing the cast); cheaper to build than psycopg's per-element array dump."""
-    return "{" + ",".join([str(i) for i in ids if 0 < i < _MAX_ID]) + "}"
+    instead of failing the cast)."""
+    return int_array([i for i in ids if 0 < i < _MAX_ID])
 
 
 def _messages(cursor: psycopg.Cursor) -> list[Message]:
@@ -117,7 +122,7 @@ def set_vt(conn: psycopg.Connection, queue_id: int, msg_id: int, vt: float) -> M
     if not 0 < msg_id < _MAX_ID:
         return None
     if vt < 1:
-        conn.execute("SELECT queue_head_back(%s, %s)", (queue_id, msg_id))
+        conn.execute("SELECT queue_head_back(%s, %s, true)", (queue_id, msg_id))
     row = conn.execute(
         f"UPDATE queue_messages m SET vt = clock_timestamp() + %s * interval '1 second'"
         f" WHERE m.queue_id = %s AND m.msg_id = %s RETURNING {_MESSAGE_COLUMNS}",

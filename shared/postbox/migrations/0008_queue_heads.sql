@@ -37,10 +37,18 @@ BEGIN
 END $$;
 CREATE TRIGGER queue_head_created AFTER INSERT ON queues FOR EACH ROW EXECUTE FUNCTION queue_head_created();
 
--- Pull a queue's head back to `p_id` so the next claim walks from there (waits for the row).
-CREATE FUNCTION queue_head_back(p_queue bigint, p_id bigint) RETURNS void LANGUAGE sql AS $$
-    UPDATE queue_heads SET head = p_id WHERE queue_id = p_queue AND head > p_id;
-$$;
+-- Pull a queue's head back to `p_id` so the next claim walks from there. Without `p_wait`, a busy
+-- head row is left alone (that queue's next full walk finds the message instead).
+CREATE FUNCTION queue_head_back(p_queue bigint, p_id bigint, p_wait boolean) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_wait THEN
+        UPDATE queue_heads SET head = p_id WHERE queue_id = p_queue AND head > p_id;
+    ELSE
+        UPDATE queue_heads SET head = p_id
+        WHERE queue_id = (SELECT l.queue_id FROM queue_heads l WHERE l.queue_id = p_queue FOR UPDATE SKIP LOCKED)
+          AND head > p_id;
+    END IF;
+END $$;
 
 CREATE OR REPLACE FUNCTION queue_claim(p_queue bigint, p_qty int, p_vt float8, p_max_reads int, p_dlq bigint)
 RETURNS TABLE (r_msg_id bigint, r_read_ct int, r_enqueued_at float8, r_vt float8, r_message jsonb, r_headers jsonb)
@@ -90,10 +98,8 @@ BEGIN
         INSERT INTO queue_archive (queue_id, msg_id, read_ct, enqueued_at, vt, message, headers, size, dead)
         SELECT p_queue, e.msg_id, e.read_ct, e.enqueued_at, e.vt, e.message, e.headers, e.size, true
         FROM expired e WHERE p_dlq IS NULL;
-        IF p_dlq IS NOT NULL THEN  -- without waiting: if its row is busy, its next full walk finds them
-            UPDATE queue_heads h SET head = (SELECT min(d) FROM unnest(v_dead) d)
-            WHERE h.queue_id = (SELECT l.queue_id FROM queue_heads l WHERE l.queue_id = p_dlq FOR UPDATE SKIP LOCKED)
-              AND h.head > (SELECT min(d) FROM unnest(v_dead) d);
+        IF p_dlq IS NOT NULL THEN
+            PERFORM queue_head_back(p_dlq, (SELECT min(d) FROM unnest(v_dead) d), false);
         END IF;
     END IF;
 
@@ -142,8 +148,7 @@ BEGIN
     );
 END $$;
 
--- An archive answers the archived ids as one array in id order, and counts its move with one
--- counter update of its own (no nested call): fewer statements on the hot path.
+-- An archive answers the archived ids as one array in id order.
 DROP FUNCTION queue_archive(uuid, uuid, text, bigint[]);
 DROP FUNCTION queue_archive_ids(bigint, bigint[]);
 CREATE FUNCTION queue_archive_ids(p_queue bigint, p_ids bigint[]) RETURNS bigint[]
@@ -161,15 +166,8 @@ BEGIN
     SELECT coalesce(array_agg(msg_id ORDER BY msg_id), '{}'), count(*), coalesce(sum(size), 0)
     INTO v_ids, v_n, v_bytes FROM archived;
     PERFORM set_config('postbox.counted', 'off', true);
-    IF v_n > 0 THEN  -- a move leaves stored bytes unchanged: the tenant's total needs no update
-        INSERT INTO queue_counters AS c (queue_id, slot, removed, live_bytes, archived_total, archive_rows, archive_bytes)
-        VALUES (p_queue, pg_backend_pid() % 8, v_n, -v_bytes, v_n, v_n, v_bytes)
-        ON CONFLICT (queue_id, slot) DO UPDATE SET
-            removed = c.removed + excluded.removed,
-            live_bytes = c.live_bytes + excluded.live_bytes,
-            archived_total = c.archived_total + excluded.archived_total,
-            archive_rows = c.archive_rows + excluded.archive_rows,
-            archive_bytes = c.archive_bytes + excluded.archive_bytes;
+    IF v_n > 0 THEN
+        PERFORM queue_count(p_queue, 0, v_n, -v_bytes, v_n, v_n, v_bytes, 0);
     END IF;
     RETURN v_ids;
 END $$;

@@ -343,7 +343,7 @@ def send_messages(
         rows = conn.execute(
             "SELECT queue_send(%s, %s, %s, %s, %b::text[], %s::int[], %s, %s, %s::jsonb)",
             (*_principal_args(principal), name, principal.is_anonymous, [m.decode() for m in encoded],
-             "{" + ",".join(map(str, sizes)) + "}", max(sizes) - len(header_raw), delay,
+             engine.int_array(sizes), max(sizes) - len(header_raw), delay,
              header_raw.decode() if headers is not None else None),
         ).fetchall()
     return [r[0] for r in rows]
