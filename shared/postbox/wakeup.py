@@ -1,18 +1,66 @@
-"""Long-poll wake-ups shared by every surface: a waiter LISTENs on a channel; a writer NOTIFYs
-that channel only if someone is registered as waiting on it.
+"""Long polling, one implementation for every surface: a waiter LISTENs on a channel; a writer
+NOTIFYs that channel only if someone is registered as waiting on it (an unconditional NOTIFY
+would serialise every writer's commit).
 
-NOTIFY is only a hint: waiters also re-check on a short period, which catches what no write
+NOTIFY is only a hint: `long_poll` also re-checks on a short period, which catches what no write
 announces (a visibility timeout or a lease running out, a delayed message coming due).
 """
 
 from __future__ import annotations
 
+import os
+import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 import psycopg
 
-from . import db
+from . import config, db
+
+T = TypeVar("T")
+
+RECHECK_SECONDS = 1.0  # the longest a waiter sleeps between two looks, woken or not
+AWS_MAX_WAIT_SECONDS = 25.0  # inside API Gateway's 30 s integration timeout
+
+
+# Channel kinds; the SQL functions that notify build the same `<kind>_<id>` names.
+QUEUE = "queue"  # a message engine queue (queues surface)
+PARTITIONED = "pq"  # a partitioned queue, any of its partitions
+KEYED_STREAM = "stream"  # a keyed stream
+DURABLE = "durable"  # a durable stream
+
+
+def channel(kind: str, ident: int | str) -> str:
+    """The one channel name for a resource: what a writer notifies and a waiter listens on."""
+    return f"{kind}_{ident}"
+
+
+def max_wait_seconds() -> float:
+    """The longest any request may wait: POSTBOX_LONG_POLL_MS, kept inside API Gateway's timeout."""
+    seconds = config.settings().long_poll_ms / 1000.0
+    if "AWS_LAMBDA_FUNCTION_NAME" in os.environ:
+        seconds = min(seconds, AWS_MAX_WAIT_SECONDS)
+    return seconds
+
+
+def long_poll(
+    attempt: Callable[[], tuple[T, Iterable[str]]],
+    timeout_s: float,
+    *,
+    done: Callable[[T], bool] = bool,
+    recheck_s: float = RECHECK_SECONDS,
+) -> T:
+    """Call `attempt` until its result is `done` or `timeout_s` (bounded by `max_wait_seconds`)
+    has passed, sleeping between tries until a NOTIFY on the channels the attempt names, or at most
+    `recheck_s`. `attempt` returns (result, channels to wait on); the last result is returned."""
+    deadline = time.monotonic() + max(0.0, min(timeout_s, max_wait_seconds()))
+    while True:
+        result, channels = attempt()
+        remaining = deadline - time.monotonic()
+        if done(result) or remaining <= 0:
+            return result
+        wait(channels, min(remaining, recheck_s))
 
 
 def notify(conn: psycopg.Connection, channels: Iterable[str]) -> None:
@@ -30,6 +78,9 @@ def notify(conn: psycopg.Connection, channels: Iterable[str]) -> None:
 def wait(channels: Iterable[str], timeout_s: float) -> bool:
     """Wait up to `timeout_s` for a notification on any of `channels`; True if woken by one."""
     names = list(dict.fromkeys(channels))
+    if not names:
+        time.sleep(max(0.0, timeout_s))
+        return False
     waiter = uuid.uuid4()
     with db.connection() as conn:
         try:
