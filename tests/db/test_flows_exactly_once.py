@@ -97,6 +97,29 @@ def test_a_window_reached_again_after_its_flush_is_stored_as_a_second_pane(make_
     assert [(m["data"]["windowStart"], m["data"]["value"]["n"]) for m in sink] == [(0, 1), (0, 1)]
 
 
+def test_a_batch_the_fold_cannot_process_is_nacked_at_once_not_held_for_its_lease(make_tenant):
+    tenant = _granted(make_tenant)
+    failures = {"left": 1}
+
+    def flaky(event):
+        if failures["left"]:
+            failures["left"] -= 1
+            raise ValueError("flaky parser")
+        return event
+
+    query = (Query("flaky", "flaky.src").map(flaky).tumbling(60, event_time=lambda e: e["ts"])
+             .aggregate(n=count()).to("flaky.out"))
+    service.push(tenant.principal, [Item(query.source, {"ts": i}) for i in range(3)])
+    runner = _runner(query, tenant)
+    assert runner.run_once() == 0 and runner.stats["failed_folds"] == 1
+    with db.transaction() as conn:
+        assert conn.execute("SELECT committed, lease_id, retry_count FROM log_cursors WHERE consumer_group = %s",
+                            (runner.group,)).fetchone() == (0, None, 1)     # given back, counted as a retry
+    assert runner.run_once() == 3                  # redelivered at once (the lease is 30 s)
+    runner.flush_idle(force=True)
+    assert [m["data"]["value"]["n"] for m in _sink(tenant.principal, query.sink_queue)] == [3]
+
+
 # ---- two runners and the hosted agent at once, the source pushed while they run ------------------
 
 WINDOW_MS = 2_000
