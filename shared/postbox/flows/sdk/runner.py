@@ -115,11 +115,9 @@ class Runner:
         """Give a batch that could not be folded back now (a failed delivery, counted against the
         queue's retryLimit) rather than holding its partition until the lease expires."""
         last = popped[-1]
-        body = {"query_id": self.query_id, "partition_id": partition_id, "consumer_group": self.group,
-                "ack": {"transactionId": str(last["transactionId"]), "leaseId": last.get("leaseId"),
-                        "status": "failed"}}
+        ack = {"transactionId": str(last["transactionId"]), "leaseId": last.get("leaseId"), "status": "failed"}
         try:
-            self.client.cycle(body)
+            self._send(partition_id, FoldResult(), ack)
         except Exception:
             log.exception("flows runner %s: nack on partition %s failed; the lease will expire",
                           self.query.name, partition_id)
@@ -206,13 +204,18 @@ class Runner:
             items.append({"queue": q.sink_queue, "partition": part, "payload": e.value, "transactionId": tid})
         return items
 
-    def _commit(self, partition_id: str, result: FoldResult, ack: dict[str, Any] | None) -> dict[str, Any]:
+    def _send(self, partition_id: str, result: FoldResult, ack: dict[str, Any] | None) -> dict[str, Any]:
+        """The one place a cycle body is built: a fold's (with its ack), a nack, or an idle flush
+        (`ack: None`, sent with `quiet`: it commits only while the partition is quiet)."""
         body = {"query_id": self.query_id, "partition_id": partition_id, "consumer_group": self.group,
                 "state_ops": result.state_ops, "push_items": self._items(partition_id, result.emits),
                 "ack": ack, "release_lease": result.release_lease}
         if ack is None:
-            body["quiet"] = True  # an idle flush: only while the partition is quiet (see flush_idle)
-        answer = self.client.cycle(body)
+            body["quiet"] = True
+        return self.client.cycle(body)
+
+    def _commit(self, partition_id: str, result: FoldResult, ack: dict[str, Any] | None) -> dict[str, Any]:
+        answer = self._send(partition_id, result, ack)
         if not answer.get("success"):
             raise CycleFailed(answer.get("error") or "cycle failed", answer.get("code"))
         self.stats["cycles"] += 1
