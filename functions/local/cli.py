@@ -81,7 +81,7 @@ def _admin(args: argparse.Namespace) -> int:
             tenancy.revoke_key(args.key_id)
             out = {"revoked": args.key_id}
         else:
-            out = _streams_admin(args)
+            out = _flows_admin(args)
     except errors.PostboxError as e:
         print(f"postbox admin: {e.message}", file=sys.stderr)
         return 1
@@ -89,15 +89,23 @@ def _admin(args: argparse.Namespace) -> int:
     return 0
 
 
-def _streams_admin(args: argparse.Namespace) -> object:
-    """Streaming-query grants (the flows quota) and hosted queries."""
+# The flows verbs were first named `streams-*`; the old names still work, with a notice.
+RENAMED = {"streams-grant": "flows-grant", "streams-revoke": "flows-revoke", "streams-grants": "flows-grants",
+           "streams-host": "flows-host"}
+
+
+def _flows_admin(args: argparse.Namespace) -> object:
+    """Flows grants (the streaming-query quota) and hosted flows queries."""
     from postbox.flows import hosted, quotas
 
-    if args.what == "streams-grant":
+    if args.what in RENAMED:
+        print(f"postbox admin: {args.what} is now {RENAMED[args.what]}", file=sys.stderr)
+        args.what = RENAMED[args.what]
+    if args.what == "flows-grant":
         return quotas.grant(args.tenant, max_queries=args.max_queries, enabled=not args.disabled)
-    if args.what == "streams-revoke":
+    if args.what == "flows-revoke":
         return quotas.revoke(args.tenant)
-    if args.what == "streams-grants":
+    if args.what == "flows-grants":
         return quotas.list_grants()
     return hosted.host_for_tenant(args.tenant, args.factory, reset=args.reset)
 
@@ -111,6 +119,24 @@ def _migrate(_: argparse.Namespace) -> int:
         return 2
     print("\n".join(use_database(url)) or "up to date")
     return 0
+
+
+def _flows_verb(what, verb: str, meaning: str, *, hidden: bool) -> None:
+    helps = {
+        "flows-grant": "let a tenant register flows queries (create or replace a grant)",
+        "flows-revoke": "stop a tenant registering new flows queries",
+        "flows-grants": "list flows grants",
+        "flows-host": "run a flows query (module:function) as the flows-hosted agent",
+    }
+    cmd = what.add_parser(verb, help=None if hidden else helps[meaning])
+    if meaning in ("flows-grant", "flows-revoke", "flows-host"):
+        cmd.add_argument("tenant", help="tenant name or id")
+    if meaning == "flows-grant":
+        cmd.add_argument("--max-queries", type=int, default=None)
+        cmd.add_argument("--disabled", action="store_true")
+    if meaning == "flows-host":
+        cmd.add_argument("factory")
+        cmd.add_argument("--reset", action="store_true")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -140,17 +166,9 @@ def parser() -> argparse.ArgumentParser:
     kl.add_argument("tenant")
     kr = what.add_parser("key-revoke")
     kr.add_argument("key_id")
-    sg = what.add_parser("streams-grant", help="let a tenant register streaming queries (flows)")
-    sg.add_argument("tenant", help="tenant name or id")
-    sg.add_argument("--max-queries", type=int, default=None)
-    sg.add_argument("--disabled", action="store_true")
-    sr = what.add_parser("streams-revoke", help="stop a tenant registering new streaming queries")
-    sr.add_argument("tenant")
-    what.add_parser("streams-grants", help="list streaming-query grants")
-    sh = what.add_parser("streams-host", help="run a query (module:function) as the flows-hosted agent")
-    sh.add_argument("tenant")
-    sh.add_argument("factory")
-    sh.add_argument("--reset", action="store_true")
+    for new, old in [(v, k) for k, v in RENAMED.items()]:
+        for verb in (new, old):
+            _flows_verb(what, verb, new, hidden=verb == old)
     admin.set_defaults(run=_admin)
 
     mig = sub.add_parser("migrate", help="apply migrations to DATABASE_URL")

@@ -11,10 +11,21 @@ import secrets
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import psycopg
+
 from . import db
-from .errors import Conflict, Invalid, NotFound
+from .errors import Conflict, Forbidden, Invalid, NotFound, Unauthorized
 
 ROLES = ("read", "write", "manage", "anon")
+ROLE_RANK = {"read": 1, "write": 2, "manage": 3}
+# Explicit operations a surface checks, and the least role that holds each when the key names no
+# operations of its own (a key's `scopes` grant operations one by one).
+OPERATION_ROLES: dict[str, str] = {
+    "scaiqueue:view": "read",
+    "scaiqueue:publish": "write",
+    "scaiqueue:consume": "write",
+    "scaiqueue:manage": "manage",
+}
 KEY_PREFIX = "pbx_"
 DEFAULT_PROJECT = "default"
 
@@ -34,9 +45,31 @@ class Principal:
         return self.role == "anon"
 
     def can(self, need: str) -> bool:
-        """Roles are ordered: manage > write > read; `anon` only as the surface allows it."""
-        order = {"read": 1, "write": 2, "manage": 3}
-        return order.get(self.role, 0) >= order[need]
+        """`need` is a role (manage > write > read; `anon` holds none) or an operation such as
+        `scaiqueue:publish`, held when the key's scopes name it or its role reaches the operation's."""
+        if need not in ROLE_RANK:
+            if need in self.scopes:
+                return True
+            need = OPERATION_ROLES[need]
+        return ROLE_RANK.get(self.role, 0) >= ROLE_RANK[need]
+
+
+def require(principal: Principal | None, need: str, *, what: str = "this", anonymous: bool = False) -> str:
+    """The one permission check of every surface; returns the caller's tenant id.
+
+    No key is 401; an anonymous key is 401 unless the surface lets anonymous callers do this
+    (`anonymous=True`, and then the surface applies its own rule on the resource); a role or
+    operation the key lacks is 403.
+    """
+    if principal is None:
+        raise Unauthorized("A valid key is required.")
+    if principal.is_anonymous:
+        if anonymous:
+            return principal.tenant_id
+        raise Unauthorized(f"This key cannot use {what}.")
+    if not principal.can(need):
+        raise Forbidden(f"This key's role ({principal.role}) cannot do this; it needs {need}.")
+    return principal.tenant_id
 
 
 @dataclass(frozen=True)
@@ -63,6 +96,32 @@ def create_tenant(name: str, plan: str = "free") -> str:
             raise Conflict(f"tenant {name!r} exists")
         conn.execute("INSERT INTO projects (tenant_id, name) VALUES (%s, %s)", (row[0], DEFAULT_PROJECT))
         return str(row[0])
+
+
+_default_projects: dict[str, str] = {}
+
+
+def find_project(conn: psycopg.Connection, tenant_id: str, name: str | None = None) -> tuple[str, str]:
+    """(id, name) of the tenant's project `name`, `default` when no name; NotFound when missing."""
+    name = name or DEFAULT_PROJECT
+    row = conn.execute(
+        "SELECT id::text FROM projects WHERE tenant_id = %s AND name = %s", (tenant_id, name)
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"no project named {name}", code="project_not_found")
+    return row[0], name
+
+
+def project_id(principal: Principal) -> str:
+    """The project a key works in: its own, else its tenant's `default` (looked up once per process:
+    a project is never renamed or removed while its tenant lives)."""
+    if principal.project_id:
+        return principal.project_id
+    tenant_id = principal.tenant_id
+    if tenant_id not in _default_projects:
+        with db.connection() as conn:
+            _default_projects[tenant_id] = find_project(conn, tenant_id)[0]
+    return _default_projects[tenant_id]
 
 
 def tenant_id_by_name(name: str) -> str | None:

@@ -45,12 +45,20 @@ def test_migrate_command_is_up_to_date(database_url, capsys):
     assert code == 0 and "up to date" in out
 
 
-def test_streams_grants(database_url, capsys):
+def test_flows_grants(database_url, capsys):
     name = f"cli-{uuid.uuid4().hex[:8]}"
     _run(capsys, "admin", "tenant-create", name)
-    code, out, _ = _run(capsys, "admin", "streams-grant", name, "--max-queries", "3")
-    assert code == 0 and json.loads(out)
-    code, out, _ = _run(capsys, "admin", "streams-grants")
+    code, out, _ = _run(capsys, "admin", "flows-grant", name, "--max-queries", "3")
+    assert code == 0 and json.loads(out)["max_queries"] == 3
+    code, out, _ = _run(capsys, "admin", "flows-grants")
     assert code == 0 and name in out
-    code, out, _ = _run(capsys, "admin", "streams-revoke", name)
+    code, out, _ = _run(capsys, "admin", "flows-revoke", name)
     assert code == 0
+
+
+def test_the_old_streams_grant_names_still_work_with_a_notice(database_url, capsys):
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    _run(capsys, "admin", "tenant-create", name)
+    code, out, err = _run(capsys, "admin", "streams-grant", name, "--max-queries", "2")
+    assert code == 0 and json.loads(out)["max_queries"] == 2
+    assert "streams-grant is now flows-grant" in err
