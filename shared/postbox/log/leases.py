@@ -119,6 +119,17 @@ def fail(conn: psycopg.Connection, cursor: Cursor, start: int, attempts: int, po
     return False
 
 
+def fail_rest(conn: psycopg.Connection, cursor: Cursor, upto: int, policy: RetryPolicy,
+              dead_letters: DeadLetters | None, error: str | None) -> bool:
+    """A nack at `upto` inside the leased batch: commit what precedes it and fail the rest. Progress
+    starts the attempts again (the records now first in line were never failed before); without
+    progress the batch fails once more. True when the rest was dead-lettered."""
+    if upto > cursor.committed:
+        commit(conn, cursor, upto, release=False)
+    attempts = (0 if upto > cursor.committed else cursor.attempts) + 1
+    return fail(conn, cursor, upto, attempts, policy, dead_letters, error)
+
+
 def expire(conn: psycopg.Connection, cursor: Cursor, policy: RetryPolicy, dead_letters: DeadLetters | None) -> bool:
     """An expired lease is a failed delivery of its whole batch; True when it dead-lettered."""
     return fail(conn, cursor, cursor.committed, cursor.attempts + 1, policy, dead_letters, "lease expired")

@@ -87,13 +87,10 @@ def _settle(conn: psycopg.Connection, cur: cursors.Cursor, acks: list[Ack]) -> d
         counters.add(conn, cur.owner_id, acked=upto - cur.committed)
         return {"count": upto - cur.committed, "lease_released": release, "dlq": False}
     upto = min(failed)
-    if upto > cur.committed:
-        cursors.commit(conn, cur, upto, release=False)
     # A nack fails the uncommitted rest of the lease: those records count as failed.
     counters.add(conn, cur.owner_id, acked=upto - cur.committed, failed=max((cur.batch_end or upto) - upto, 0))
-    attempts = (0 if upto > cur.committed else cur.attempts) + 1
     error = next((a.error for a in acks if a.error), None)
-    dlq = failures.fail(conn, queues.by_id(conn, cur.owner_id), cur, upto, attempts, error)
+    dlq = failures.nack(conn, queues.by_id(conn, cur.owner_id), cur, upto, error)
     return {"count": upto - cur.committed, "lease_released": True, "dlq": dlq}
 
 

@@ -23,10 +23,10 @@ def _dead_letters(queue: queues.Queue) -> leases.DeadLetters | None:
     return dlq.record if queue.dlq_after_max_retries else None
 
 
-def fail(conn: psycopg.Connection, queue: queues.Queue, cur: Cursor, start: int, attempts: int,
-         error: str | None) -> bool:
-    """The lease's batch from `start` failed (the `attempts`-th time); True when it went dead."""
-    return leases.fail(conn, cur, start, attempts, policy(queue), _dead_letters(queue), error)
+def nack(conn: psycopg.Connection, queue: queues.Queue, cur: Cursor, upto: int, error: str | None) -> bool:
+    """A failed ack at `upto`: what precedes it commits, the rest of the lease failed; True when
+    the rest went to the dead letters."""
+    return leases.fail_rest(conn, cur, upto, policy(queue), _dead_letters(queue), error)
 
 
 def expire(conn: psycopg.Connection, queue: queues.Queue, cur: Cursor) -> bool:
