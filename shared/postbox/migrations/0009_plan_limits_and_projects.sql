@@ -70,3 +70,16 @@ BEGIN
     ORDER BY u.n
     RETURNING msg_id;
 END $$;
+
+-- The caller always names the project (the key's own, or its tenant's `default`, which the domain
+-- layer resolves once): the default-project lookup lives in one place, in Python.
+CREATE OR REPLACE FUNCTION queue_find(p_tenant uuid, p_project uuid, p_name text) RETURNS queues
+LANGUAGE plpgsql STABLE AS $$
+DECLARE q queues;
+BEGIN
+    SELECT * INTO q FROM queues WHERE tenant_id = p_tenant AND project_id = p_project AND name = p_name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PB404', MESSAGE = 'No such queue in this environment.';
+    END IF;
+    RETURN q;
+END $$;
