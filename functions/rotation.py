@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 from typing import Any
 
 import psycopg
@@ -25,7 +26,6 @@ from postbox.partitioned import payloads
 
 APP_SECRET = "POSTBOX_APP_SECRET_ARN"
 KEYS_SECRET = "POSTBOX_ENCRYPTION_KEYS_SECRET_ARN"
-PASSWORD_EXCLUDE = "/@\"'\\ :;"  # nothing a connection string or a shell would trip on
 
 
 def _client(client: Any = None) -> Any:
@@ -44,11 +44,11 @@ def _kind(arn: str) -> str:
     raise ValueError(f"not a secret this function rotates: {arn}")
 
 
-def _new_value(kind: str, current: str | None, sm: Any) -> str:
+def _new_value(kind: str, current: str | None) -> str:
     if kind == "keys":
         return json.dumps(payloads.rotated(current))
-    password = sm.get_random_password(PasswordLength=40, ExcludeCharacters=PASSWORD_EXCLUDE)["RandomPassword"]
-    return json.dumps({"username": roles.APP, "password": password})
+    # Generated here rather than by GetRandomPassword, which IAM cannot scope to a resource.
+    return json.dumps({"username": roles.APP, "password": secrets.token_urlsafe(30)})
 
 
 def _current(sm: Any, arn: str) -> str | None:
@@ -68,7 +68,7 @@ def bootstrap(client: Any = None) -> dict[str, str]:
             continue
         current = _current(sm, arn)
         if current is None:
-            current = _new_value(_kind(arn), None, sm)
+            current = _new_value(_kind(arn), None)
             sm.put_secret_value(SecretId=arn, SecretString=current, VersionStages=["AWSCURRENT"])
             done[env] = "created"
         if _kind(arn) == "app":
@@ -84,19 +84,18 @@ def rotate(event: dict, client: Any = None, test_conninfo: str | None = None) ->
     sm = _client(client)
     arn, token, step = event["SecretId"], event["ClientRequestToken"], event["Step"]
     kind = _kind(arn)
-    described = sm.describe_secret(SecretId=arn)
-    stages = described.get("VersionIdsToStages", {})
-    if token not in stages:
-        raise ValueError(f"version {token} is not part of {arn}'s rotation")
-    if "AWSCURRENT" in stages[token]:
+    stages = sm.describe_secret(SecretId=arn).get("VersionIdsToStages", {})
+    if "AWSCURRENT" in stages.get(token, ()):
         return  # already done
     if step == "createSecret":
         try:
             sm.get_secret_value(SecretId=arn, VersionId=token, VersionStage="AWSPENDING")
         except sm.exceptions.ResourceNotFoundException:
             sm.put_secret_value(SecretId=arn, ClientRequestToken=token, VersionStages=["AWSPENDING"],
-                                SecretString=_new_value(kind, _current(sm, arn), sm))
+                                SecretString=_new_value(kind, _current(sm, arn)))
         return
+    if token not in stages:
+        raise ValueError(f"version {token} is not part of {arn}'s rotation")
     pending = sm.get_secret_value(SecretId=arn, VersionId=token, VersionStage="AWSPENDING")["SecretString"]
     if step == "setSecret":
         if kind == "app":

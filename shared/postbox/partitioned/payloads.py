@@ -96,7 +96,8 @@ def _load_ring() -> KeyRing:
 
         region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
         try:
-            document = boto3.client("secretsmanager", region_name=region).get_secret_value(SecretId=arn)["SecretString"]
+            document = boto3.client("secretsmanager", region_name=region).get_secret_value(
+                SecretId=arn, VersionStage="AWSCURRENT")["SecretString"]
         except Exception as error:  # no value yet, no access, no network
             raise Unavailable(f"Payload encryption keys are unavailable ({type(error).__name__}).") from None
     legacy = os.environ.get("POSTBOX_ENCRYPTION_KEY")
