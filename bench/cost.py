@@ -164,7 +164,8 @@ def setup(t: Timer, run: str) -> dict:
         t.call("streams", "setup", "POST", "/v1/streams", {"name": s})
         t.call("streams", "setup", "POST", f"/v1/streams/{s}/subscriptions", {"name": "w"})
         names[("durable", n)] = d = f"cd{n}{run}"
-        t.call("durable", "setup", "PUT", f"/v1/stream/{d}", raw_body="[]", headers={"content-type": "application/json"})
+        t.call("durable", "setup", "PUT", f"/v1/stream/{d}", raw_body="[]",
+               headers={"content-type": "application/json"})
     return names
 
 
