@@ -101,7 +101,7 @@ def test_every_surface_and_agent_works_as_the_app_role():
     assert len(files) >= len(route_table.FUNCTIONS)
     env = {**os.environ, "POSTBOX_TEST_DB_ROLE": roles.APP}
     env.pop("TEST_DATABASE_URL", None)
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *files],
+    run = subprocess.run([sys.executable, "-m", "pytest", "-x", "-p", "no:cacheprovider", *files],
                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
     assert " passed" in run.stdout and " failed" not in run.stdout
