@@ -62,6 +62,8 @@ def instrument(service: str) -> tuple[Logger, Metrics, Callable[[Callable], Call
             if tenant:
                 logger.append_keys(tenant=tenant)
                 metrics.add_metadata(key="tenant", value=tenant)
+            else:  # metadata outlives a request that emitted no metric: never lend it the last tenant
+                metrics.metadata_set.pop("tenant", None)
             return inner(event, context)
 
         # clear_state: one request's tenant and correlation id never leak into the next one's lines.

@@ -39,3 +39,17 @@ def test_every_line_carries_the_correlation_id_and_tenant(capsys):
         ("first", "req-2", None),  # the previous request's tenant does not leak into this one
         ("second", "req-2", None),
     ]
+
+
+def test_a_metric_record_never_carries_the_previous_requests_tenant():
+    _, metrics, lambda_handler = instrument("observability-test")
+    seen = []
+
+    @lambda_handler
+    def handler(event, context):
+        seen.append(dict(metrics.metadata_set))
+        return "ok"
+
+    handler(_event("req-1", "tenant-a"), LocalContext("observability-test"))
+    handler(_event("req-2", None), LocalContext("observability-test"))
+    assert seen == [{"tenant": "tenant-a"}, {}]
