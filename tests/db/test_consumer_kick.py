@@ -226,3 +226,15 @@ def test_back_pressure_is_the_age_of_the_oldest_deliverable_message(tenant, star
     consumers.dispatch_queue(qid, _only("slow"), budget_s=5)
     with db.connection() as conn:  # delivered: this queue no longer holds anything back
         assert conn.execute("SELECT count(*) FROM queue_messages WHERE queue_id = %s", (qid,)).fetchone()[0] == 0
+
+
+def test_on_aws_the_dispatcher_named_by_the_stack_is_the_one_started(monkeypatch):
+    named = []
+    monkeypatch.setattr(consumers, "lambda_starter", lambda name: named.append(name) or (lambda queue_id: None))
+    consumers.set_starter(None)
+    consumers.start_dispatch(7)  # no function configured (locally): nothing to start
+    assert named == []
+    monkeypatch.setenv("POSTBOX_CONSUMER_DISPATCH_FUNCTION", "postbox-prod-consumer-dispatch")
+    consumers.start_dispatch(7)
+    consumers.start_dispatch(8)
+    assert named == ["postbox-prod-consumer-dispatch"]  # one client per container, reused
