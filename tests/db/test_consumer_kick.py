@@ -60,7 +60,7 @@ def _wait_for(predicate, timeout_s: float = 20.0) -> bool:
 def test_a_send_to_an_idle_consumer_starts_its_dispatch_and_measures_the_latency(tenant, capsys):
     """No scheduler runs here: the dispatch that delivers is the one the send started (an in-process
     invoke of the consumer-dispatch agent with the queue's id, as the asynchronous Lambda invoke on AWS)."""
-    qid = _consumer_queue(tenant, "jobs", batch_size=10)
+    qid = _consumer_queue(tenant, "kick-jobs", batch_size=10)
     events: list[dict] = []
     start_dispatches_in_process()
     local_start = consumers._starter
@@ -69,7 +69,7 @@ def test_a_send_to_an_idle_consumer_starts_its_dispatch_and_measures_the_latency
     for n in range(5):
         before = len(fn.calls)
         sent_at = time.monotonic()
-        service.send_messages(tenant.principal, "jobs", [n])
+        service.send_messages(tenant.principal, "kick-jobs", [n])
         assert _wait_for(lambda before=before: len(fn.calls) > before), "the send did not start a dispatch"
         latencies.append((fn.call_times[before] - sent_at) * 1000)
         assert [m["message"] for m in fn.calls[before]["messages"]] == [n]
@@ -89,19 +89,19 @@ def _kick_free(qid: int) -> bool:
 
 
 def test_at_most_one_dispatch_per_queue_at_a_time(tenant, started):
-    qid = _consumer_queue(tenant, "jobs")
-    threads = [threading.Thread(target=service.send_messages, args=(tenant.principal, "jobs", [i]))
+    qid = _consumer_queue(tenant, "kick-jobs")
+    threads = [threading.Thread(target=service.send_messages, args=(tenant.principal, "kick-jobs", [i]))
                for i in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert started == [qid]  # eight concurrent sends, one dispatch started
-    service.send_messages(tenant.principal, "jobs", ["more"])
+    service.send_messages(tenant.principal, "kick-jobs", ["more"])
     assert started == [qid]  # still running (its kick held): nothing new to start
-    delivered = consumers.dispatch_queue(qid, _only("jobs"), budget_s=10)
+    delivered = consumers.dispatch_queue(qid, _only("kick-jobs"), budget_s=10)
     assert delivered == 9 and _kick_free(qid)
-    service.send_messages(tenant.principal, "jobs", ["after"])
+    service.send_messages(tenant.principal, "kick-jobs", ["after"])
     assert started == [qid, qid]  # drained and released: the next send starts the next dispatch
 
 
@@ -131,13 +131,13 @@ def test_queues_without_a_consumer_and_delayed_sends_start_nothing(tenant, start
 def test_a_send_that_races_the_release_is_served(tenant, started, monkeypatch):
     """The dispatch gives its kick back, then looks again: a message that arrived while the kick was
     held (its send started nothing) starts the next dispatch at once."""
-    qid = _consumer_queue(tenant, "jobs")
+    qid = _consumer_queue(tenant, "kick-jobs")
     with db.connection() as conn:
         assert conn.execute("SELECT consumer_kick_take(%s, 60)", (qid,)).fetchone()[0]
-    service.send_messages(tenant.principal, "jobs", ["raced"])
+    service.send_messages(tenant.principal, "kick-jobs", ["raced"])
     assert started == []  # the kick was held: this send started nothing
     monkeypatch.setattr(consumers, "_serve", lambda *args: 0)  # the running dispatch missed it
-    consumers.dispatch_queue(qid, _only("jobs"), budget_s=5)
+    consumers.dispatch_queue(qid, _only("kick-jobs"), budget_s=5)
     assert started == [qid]
 
 
@@ -146,13 +146,13 @@ def test_a_failed_start_never_fails_the_send(tenant):
         raise RuntimeError("lambda unreachable")
 
     consumers.set_starter(broken)
-    _consumer_queue(tenant, "jobs")
-    assert len(service.send_messages(tenant.principal, "jobs", [1])) == 1
+    _consumer_queue(tenant, "kick-jobs")
+    assert len(service.send_messages(tenant.principal, "kick-jobs", [1])) == 1
 
 
 def test_slots_are_lease_rows_not_advisory_locks(tenant):
-    qid = _consumer_queue(tenant, "jobs", concurrency=1)
-    service.send_messages(tenant.principal, "jobs", [1])
+    qid = _consumer_queue(tenant, "kick-jobs", concurrency=1)
+    service.send_messages(tenant.principal, "kick-jobs", [1])
     seen = []
 
     def invoke(function_name, payload):
@@ -170,16 +170,16 @@ def test_slots_are_lease_rows_not_advisory_locks(tenant):
 
 
 def test_a_dead_dispatchers_slot_frees_itself(tenant):
-    qid = _consumer_queue(tenant, "jobs", concurrency=1)
-    service.send_messages(tenant.principal, "jobs", [1])
+    qid = _consumer_queue(tenant, "kick-jobs", concurrency=1)
+    service.send_messages(tenant.principal, "kick-jobs", [1])
     with db.connection() as conn:
         conn.execute("INSERT INTO consumer_slots (queue_id, slot, holder, until)"
                      " VALUES (%s, 0, gen_random_uuid(), clock_timestamp() + interval '1 hour')", (qid,))
-    assert consumers.dispatch_queue(qid, _only("jobs"), budget_s=2) == 0  # the slot is someone else's
+    assert consumers.dispatch_queue(qid, _only("kick-jobs"), budget_s=2) == 0  # the slot is someone else's
     with db.connection() as conn:
         conn.execute("UPDATE consumer_slots SET until = clock_timestamp() - interval '1 second'"
                      " WHERE queue_id = %s", (qid,))
-    assert consumers.dispatch_queue(qid, _only("jobs"), budget_s=2) == 1
+    assert consumers.dispatch_queue(qid, _only("kick-jobs"), budget_s=2) == 1
 
 
 def test_on_aws_a_send_invokes_the_dispatcher_asynchronously():
@@ -209,8 +209,8 @@ def test_the_dispatch_agent_serves_one_queue_when_a_send_started_it(tenant):
     from functions.agents import consumer_dispatch
     from functions.local.lambda_context import LocalContext
 
-    qid = _consumer_queue(tenant, "jobs")
-    service.send_messages(tenant.principal, "jobs", [1, 2, 3])
+    qid = _consumer_queue(tenant, "kick-jobs")
+    service.send_messages(tenant.principal, "kick-jobs", [1, 2, 3])
     answer = consumer_dispatch.handler({"queue_id": qid}, LocalContext("consumer-dispatch", 30))
     assert answer == {"delivered": 3}
     assert sorted(m["message"] for c in fn.calls for m in c["messages"]) == [1, 2, 3]
