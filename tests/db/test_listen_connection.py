@@ -59,19 +59,15 @@ def test_a_long_poll_listens_directly_as_the_listen_role_and_a_send_wakes_it(ten
     t = threading.Thread(target=wait)
     t.start()
     channel = wakeup.channel(wakeup.QUEUE, _queue_id(tenant, "q"))
-    deadline = time.monotonic() + 10
+    notify_only.wait_until_asleep()
     with db.connection() as conn:
-        while time.monotonic() < deadline:
-            row = conn.execute("SELECT usename FROM pg_stat_activity WHERE query = %s", (f'LISTEN "{channel}"',)
-                               ).fetchone()
-            if row:
-                break
-            time.sleep(0.02)
+        row = conn.execute("SELECT usename FROM pg_stat_activity WHERE query = %s", (f'LISTEN "{channel}"',)
+                           ).fetchone()
     assert row == (roles.LISTEN,)  # the LISTEN runs on the listen role's own connection
     service.send_messages(tenant.principal, "q", ["hello"])
     t.join(30)
     assert [m["message"] for m in listeners[0]] == ["hello"]
-    assert True in notify_only  # the send's NOTIFY woke it, not a re-check
+    assert notify_only.woken == [True]  # the send's NOTIFY woke it, not a re-check
     assert direct_listen and all(user == roles.LISTEN for _, user in direct_listen)
 
 
