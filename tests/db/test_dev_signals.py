@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,9 +24,19 @@ def _postmaster_pid(pgdata: Path) -> int | None:
     return int(pidfile.read_text().splitlines()[0]) if pidfile.exists() else None
 
 
+@pytest.fixture
+def state_dir():
+    """A fresh state folder the server's own user can reach (when we run as root, the embedded server
+    runs as another user, and pytest's tmp_path is private to us)."""
+    root = Path(tempfile.mkdtemp(prefix="postbox-dev-signal-"))
+    root.chmod(0o755)
+    yield root / "state"
+    shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_postbox_dev_stops_its_database_on(sig, tmp_path):
-    state = tmp_path / "state"
+def test_postbox_dev_stops_its_database_on(sig, state_dir):
+    state = state_dir
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "TEST_DATABASE_URL")}
     proc = subprocess.Popen(
         [sys.executable, "-m", "functions.local.cli", "dev", "--state-dir", str(state), "--port", str(free_port())],
