@@ -56,6 +56,17 @@ def _emf(handler: str) -> list:
     return [[NAMESPACE, name, "service", service] for name in names] if service else []
 
 
+def tenant_query(s: Settings) -> str:
+    """Logs Insights over the surfaces' log groups: each tenant's share of the EMF records (every
+    record carries the tenant as a property), summing every metric the surfaces emit. Per-tenant
+    figures without a metric per tenant."""
+    sources = " | ".join(f"SOURCE '/aws/lambda/{s.prefix}-{name}'" for name in route_table.FUNCTIONS)
+    names = list(dict.fromkeys(n for handler in route_table.FUNCTIONS.values() for n in emitted(handler)[1]))
+    sums = "".join(f", sum({n}) as {n}" for n in names)
+    return (f"{sources} | filter ispresent(tenant) and ispresent(_aws)"
+            f" | stats count(*) as records{sums} by tenant | sort records desc | limit 20")
+
+
 def widgets(s: Settings, api_id, region, db_cluster: str, proxy: str, failures_queue: str) -> list[dict]:
     def fn(name: str) -> str:
         return f"{s.prefix}-{name}"
@@ -77,6 +88,9 @@ def widgets(s: Settings, api_id, region, db_cluster: str, proxy: str, failures_q
                            region, stat="p99"))
         out.append(_widget(f"{surface}: messages in / out", _emf(handler)
                            or [_lambda(fn(surface), "Invocations")], region))
+    out.append({"type": "log", "width": WIDTH, "height": 6,
+                "properties": {"title": "tenants: busiest by metric records", "query": tenant_query(s),
+                               "region": region, "view": "table"}})
     agents = agent_table.AGENTS
     out.append(_widget("agents: runs", [_lambda(fn(a.name), "Invocations") for a in agents], region))
     out.append(_widget("agents: errors", [_lambda(fn(a.name), "Errors") for a in agents]

@@ -177,7 +177,7 @@ def test_secrets_have_no_value_in_the_stack_and_rotate_through_migrate(prod: Sta
 def dashboard_metrics(run: StackRun) -> list[list]:
     (board,) = run.of_type("aws:cloudwatch/dashboard:Dashboard")
     body = json.loads(board.inputs["dashboardBody"])
-    return [m for w in body["widgets"] for m in w["properties"]["metrics"]], body["widgets"]
+    return [m for w in body["widgets"] for m in w["properties"].get("metrics", [])], body["widgets"]
 
 
 def emitted_by_code() -> dict[str, set[str]]:
@@ -232,3 +232,18 @@ def test_dashboard_follows_the_tables(monkeypatch):
     metrics, widgets = dashboard_metrics(run_stack("prod"))
     assert "extra: messages in / out" in [w["properties"]["title"] for w in widgets]
     assert ["AWS/Lambda", "Invocations", "FunctionName", "postbox-prod-extra"] in metrics
+
+
+def test_the_tenant_widget_queries_the_surfaces_logs_for_emitted_metrics(prod: StackRun):
+    """Per-tenant figures come from Logs Insights over the EMF records (tenant is a property there)."""
+    _, widgets = dashboard_metrics(prod)
+    (widget,) = [w for w in widgets if w["type"] == "log"]
+    query = widget["properties"]["query"]
+    sources = re.findall(r"SOURCE '([^']+)'", query)
+    assert sources == [f"/aws/lambda/postbox-prod-{name}" for name in route_table.FUNCTIONS]
+    groups = {g.inputs["name"] for g in prod.of_type("aws:cloudwatch/logGroup:LogGroup")}
+    assert set(sources) <= groups
+    summed = set(re.findall(r"sum\((\w+)\)", query))
+    emitted = emitted_by_code()
+    assert summed == {n for svc in route_table.FUNCTIONS for n in emitted.get(svc, ())}
+    assert "by tenant" in query
