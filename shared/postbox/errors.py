@@ -71,6 +71,7 @@ _BY_SQLSTATE: dict[str, type[PostboxError]] = {
     "PB404": NotFound,
     "PB409": Conflict,
     "PB413": TooLarge,
+    "PB429": TooManyRequests,
 }
 
 
