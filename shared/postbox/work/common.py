@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 from .. import jsoncodec
-from ..errors import Invalid, NotFound
+from ..errors import NotFound, Unprocessable
 
 VIEW = "scaiqueue:view"
 PUBLISH = "scaiqueue:publish"
@@ -52,7 +52,7 @@ def decode_cursor(cursor: str | None) -> Any:
     try:
         return jsoncodec.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
     except (ValueError, TypeError):
-        raise Invalid("The cursor is not one this API returned.", code="VALIDATION_ERROR",
+        raise Unprocessable("The cursor is not one this API returned.",
                       fields=[{"field": "cursor", "message": "not a cursor this API returned"}]) from None
 
 
