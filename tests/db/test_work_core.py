@@ -330,3 +330,19 @@ def test_other_tenant_sees_404_and_roles_map_to_operations(tenant, make_tenant):
     assert len(messages.claim(writer, s["id"], q["id"], 1, None)) == 1
     with pytest.raises(Forbidden):
         scopes.create_scope(writer, {"slug": "nope"})
+
+
+def test_published_and_claimed_events_only_where_the_scope_asks(tenant):
+    quiet = _scope(tenant, "quiet")
+    loud = _scope(tenant, "loud", emit_events=["published", "claimed"])
+    assert loud["emit_events"] == ["published", "claimed"] and quiet["emit_events"] == []
+    for s in (quiet, loud):
+        q = _queue(tenant, s)
+        _publish(tenant, s, q, correlation_id="c")
+        _claim(tenant, s, q)
+    quiet_events = browse.list_messages(tenant.principal, quiet["id"], quiet["system_queues"]["_events"], "pending")[0]
+    loud_events = browse.list_messages(tenant.principal, loud["id"], loud["system_queues"]["_events"], "pending")[0]
+    assert quiet_events == []
+    assert [e["type"] for e in loud_events] == ["scaiqueue.message.published", "scaiqueue.message.claimed"]
+    assert all(e["correlation_id"] == "c" for e in loud_events)
+    assert loud_events[1]["body"]["payload"]["claimed_by"] == tenant.principal.key_id

@@ -428,7 +428,8 @@ BEGIN
     SELECT jsonb_agg(work_message_doc(c, q) ORDER BY c.rank, c.seq) INTO v_docs FROM claimed c;
     PERFORM work_count(q.id, -jsonb_array_length(v_docs), jsonb_array_length(v_docs), 0, 0, 0);
     IF s.emit_claimed AND NOT q.is_system THEN
-        FOR m IN SELECT * FROM work_messages WHERE ctid = ANY (v_ids) LOOP
+        FOR m IN SELECT w.* FROM work_messages w
+                 WHERE w.id IN (SELECT (d->>'id')::uuid FROM jsonb_array_elements(v_docs) d) ORDER BY w.rank, w.seq LOOP
             PERFORM work_emit(s, 'scaiqueue.message.claimed', m, jsonb_build_object('claimed_by', p_claimer));
         END LOOP;
         PERFORM work_count(s.events_queue_id, jsonb_array_length(v_docs), 0, jsonb_array_length(v_docs), 0, 0);
