@@ -104,9 +104,8 @@ CREATE TABLE work_messages (
 
 -- The claim walk: pending messages of a queue in claim order.
 CREATE INDEX work_messages_claim ON work_messages (queue_id, rank, seq) WHERE state = 'pending';
--- Claims whose time runs out, per queue (a claim recovers its own queue's) and overall (the agent).
+-- Claims whose time runs out, per queue (a claim recovers its own queue's; the agent walks the queues).
 CREATE INDEX work_messages_claimed ON work_messages (queue_id, visible_at) WHERE state = 'claimed';
-CREATE INDEX work_messages_claimed_all ON work_messages (visible_at) WHERE state = 'claimed';
 -- Listing by state, the oldest pending (overflow), cursors.
 CREATE INDEX work_messages_list ON work_messages (queue_id, state, seq);
 CREATE UNIQUE INDEX work_messages_idempotency ON work_messages (queue_id, idempotency_key)
@@ -150,25 +149,17 @@ RETURNS void LANGUAGE sql AS $$
         dead_lettered = c.dead_lettered + excluded.dead_lettered;
 $$;
 
--- The JSON document of a message, as every route answers it.
+-- The JSON document of a message, as every route answers it: the row as JSON (to_jsonb, in C)
+-- without its internal columns, plus what is spelled differently on the wire.
 CREATE FUNCTION work_message_doc(m work_messages, q work_queues) RETURNS jsonb LANGUAGE sql STABLE AS $$
-    SELECT jsonb_build_object(
-        'id', m.id, 'queue_id', q.queue_id, 'queue_slug', q.slug, 'scope_id', m.scope_id,
-        'state', m.state, 'type', m.message_type,
-        'priority', jsonb_build_object(
-            'tier', (ARRAY['critical', 'high', 'normal', 'low', 'background'])[m.tier + 1], 'score', m.score),
-        'labels', m.labels, 'content_type', m.content_type, 'body', m.body,
-        'correlation_id', m.correlation_id, 'causation_id', m.causation_id, 'parent_id', m.parent_id,
-        'source_type', m.source_type, 'source_id', m.source_id,
-        'ttl_seconds', m.ttl_seconds, 'deadline', m.deadline, 'expires_at', m.expires_at,
-        'max_retries', m.max_retries, 'visibility_timeout_s', m.visibility_timeout_s,
-        'idempotency_key', m.idempotency_key, 'hitl_spec', m.hitl_spec,
-        'attempts', m.attempts, 'claimed_by', m.claimed_by, 'claim_token', m.claim_token,
-        'claimed_at', m.claimed_at,
-        'claim_expires_at', CASE WHEN m.state = 'claimed' THEN m.visible_at END,
-        'visible_at', CASE WHEN m.state = 'pending' THEN m.visible_at END,
-        'failure_reason', m.failure_reason, 'response', m.response,
-        'created_at', m.created_at, 'updated_at', m.updated_at, 'ended_at', m.ended_at)
+    SELECT (to_jsonb(m) - ARRAY['seq', 'rank', 'aged_at', 'tier', 'score', 'tenant_id', 'message_type', 'visible_at',
+                                'queue_id'])
+        || jsonb_build_object(
+            'queue_id', q.queue_id, 'queue_slug', q.slug, 'type', m.message_type,
+            'priority', jsonb_build_object(
+                'tier', (ARRAY['critical', 'high', 'normal', 'low', 'background'])[m.tier + 1], 'score', m.score),
+            'claim_expires_at', CASE WHEN m.state = 'claimed' THEN m.visible_at END,
+            'visible_at', CASE WHEN m.state = 'pending' THEN m.visible_at END)
 $$;
 
 -- Put an event into a scope's `_events` queue: the envelope of the notes as its body. The caller
@@ -237,13 +228,17 @@ DECLARE
     v_dead uuid[];
     r record;
 BEGIN
-    IF p_queue IS NULL THEN
+    IF p_queue IS NULL THEN  -- every queue holding claims, each through the per-queue index
         SELECT coalesce(array_agg(c.id) FILTER (WHERE c.attempts < c.max_retries), '{}'),
                coalesce(array_agg(c.id) FILTER (WHERE c.attempts >= c.max_retries), '{}')
         INTO v_back, v_dead
-        FROM (SELECT x.id, x.attempts, x.max_retries FROM work_messages x
-              WHERE x.state = 'claimed' AND x.visible_at <= clock_timestamp()
-              ORDER BY x.visible_at LIMIT p_limit FOR UPDATE SKIP LOCKED) c;
+        FROM (SELECT x.id, x.attempts, x.max_retries
+              FROM (SELECT queue_id FROM work_queue_counters GROUP BY queue_id HAVING sum(claimed) > 0) k
+              CROSS JOIN LATERAL (
+                  SELECT y.id, y.attempts, y.max_retries FROM work_messages y
+                  WHERE y.queue_id = k.queue_id AND y.state = 'claimed' AND y.visible_at <= clock_timestamp()
+                  ORDER BY y.visible_at LIMIT p_limit FOR UPDATE SKIP LOCKED) x
+              LIMIT p_limit) c;
     ELSE
         SELECT coalesce(array_agg(c.id) FILTER (WHERE c.attempts < c.max_retries), '{}'),
                coalesce(array_agg(c.id) FILTER (WHERE c.attempts >= c.max_retries), '{}')
@@ -644,4 +639,132 @@ BEGIN
     DELETE FROM work_messages w USING doomed d WHERE w.id = d.id;
     GET DIAGNOSTICS n = ROW_COUNT;
     RETURN n;
+END $$;
+
+-- The batch extension's complete, fail and release, set-based: one UPDATE for the whole batch (and
+-- one INSERT for its completed events) instead of statements per message. Each item answers
+-- {id, ok, state} or {id, ok: false, error: {code, message}}, in the order given; an id named twice
+-- acts once.
+CREATE FUNCTION work_finish_batch(p_tenant uuid, p_scope uuid, p_action text, p_items jsonb)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    s work_scopes;
+    v_judged jsonb;    -- {ord: {id, error, state, retry}} for every item
+    v_ok uuid[];
+    v_retry uuid[];
+    v_dead uuid[];
+    v_out jsonb;
+    r record;
+BEGIN
+    s := work_scope_of(p_tenant, p_scope);
+    IF p_action NOT IN ('complete', 'fail', 'release') THEN
+        RAISE EXCEPTION USING ERRCODE = 'PB400', DETAIL = 'VALIDATION_ERROR', MESSAGE = 'Unknown batch action.';
+    END IF;
+    -- Lock the scope's messages the batch names (in id order), and judge each item.
+    WITH items AS (
+        SELECT x.ord, x.e->>'id' AS raw, x.e->>'claim_token' AS tok,
+               CASE WHEN x.e->>'id' ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                    THEN (x.e->>'id')::uuid END AS id
+        FROM jsonb_array_elements(p_items) WITH ORDINALITY AS x(e, ord)
+    ), locked AS (
+        SELECT w.id, w.state, w.attempts, w.max_retries, w.claim_token FROM work_messages w
+        WHERE w.id = ANY (ARRAY(SELECT id FROM items)) AND w.scope_id = s.id ORDER BY w.id FOR UPDATE
+    ), judged AS (
+        SELECT i.ord, i.raw, i.id, m.state, m.attempts < m.max_retries AS retry,
+               CASE WHEN m.id IS NULL THEN 'SCAIQUEUE_MESSAGE_NOT_FOUND'
+                    WHEN m.state <> 'claimed' THEN 'SCAIQUEUE_NOT_CLAIMED'
+                    WHEN i.tok IS NOT NULL AND i.tok IS DISTINCT FROM m.claim_token::text THEN 'SCAIQUEUE_NOT_CLAIMED'
+                    WHEN row_number() OVER (PARTITION BY i.id ORDER BY i.ord) > 1 THEN 'SCAIQUEUE_NOT_CLAIMED'
+               END AS error
+        FROM items i LEFT JOIN locked m ON m.id = i.id
+    )
+    SELECT jsonb_object_agg(j.ord, jsonb_build_object('raw', j.raw, 'id', j.id, 'state', j.state, 'error', j.error)),
+           coalesce(array_agg(j.id) FILTER (WHERE j.error IS NULL), '{}'),
+           coalesce(array_agg(j.id) FILTER (WHERE j.error IS NULL AND j.retry), '{}'),
+           coalesce(array_agg(j.id) FILTER (WHERE j.error IS NULL AND NOT j.retry), '{}')
+    INTO v_judged, v_ok, v_retry, v_dead
+    FROM judged j;
+
+    IF p_action = 'complete' AND cardinality(v_ok) > 0 THEN
+        WITH given AS (
+            SELECT DISTINCT ON ((x.e->>'id')::uuid) (x.e->>'id')::uuid AS id, x.e->'response' AS resp
+            FROM jsonb_array_elements(p_items) WITH ORDINALITY AS x(e, ord)
+            WHERE x.e->>'id' = ANY (v_ok::text[]) ORDER BY (x.e->>'id')::uuid, x.ord
+        ), done AS (
+            UPDATE work_messages w SET state = 'completed', response = g.resp, claim_token = NULL,
+                   ended_at = clock_timestamp(), updated_at = clock_timestamp()
+            FROM given g WHERE w.id = g.id
+            RETURNING w.*
+        ), counted AS (
+            INSERT INTO work_messages (id, queue_id, scope_id, tenant_id, visible_at, message_type, body,
+                                       correlation_id, causation_id, source_type, source_id, max_retries,
+                                       visibility_timeout_s)
+            SELECT e.event_id, s.events_queue_id, s.id, s.tenant_id, clock_timestamp(),
+                   'scaiqueue.message.completed',
+                   jsonb_build_object(
+                       'event_type', 'scaiqueue.message.completed', 'event_id', e.event_id,
+                       'source', 'scaiqueue/scopes/' || s.id || '/messages/' || d.id, 'tenant_id', s.tenant_id,
+                       'payload', jsonb_build_object('message_id', d.id, 'scope_id', d.scope_id,
+                                                     'queue_id', q.queue_id, 'message_type', d.message_type,
+                                                     'correlation_id', d.correlation_id, 'attempts', d.attempts,
+                                                     'response', d.response),
+                       'timestamp', clock_timestamp()),
+                   d.correlation_id, d.id::text, 'system', 'scaiqueue', 3, 30
+            FROM done d JOIN work_queues q ON q.id = d.queue_id
+            JOIN (SELECT x.id, gen_random_uuid() AS event_id FROM done x) e ON e.id = d.id
+            RETURNING queue_id
+        )
+        SELECT count(*) INTO r FROM counted;
+        FOR r IN SELECT w.queue_id, count(*) AS n FROM work_messages w WHERE w.id = ANY (v_ok) GROUP BY w.queue_id LOOP
+            PERFORM work_count(r.queue_id, 0, -r.n, 0, r.n, 0);
+        END LOOP;
+        PERFORM work_count(s.events_queue_id, cardinality(v_ok), 0, cardinality(v_ok), 0, 0);
+    ELSIF p_action = 'release' AND cardinality(v_ok) > 0 THEN
+        FOR r IN
+            WITH moved AS (
+                UPDATE work_messages w SET state = 'pending', attempts = greatest(w.attempts - 1, 0), claim_token = NULL,
+                       visible_at = clock_timestamp(), updated_at = clock_timestamp()
+                WHERE w.id = ANY (v_ok) RETURNING w.queue_id
+            ) SELECT queue_id, count(*) AS n FROM moved GROUP BY queue_id
+        LOOP
+            PERFORM work_count(r.queue_id, r.n, -r.n, 0, 0, 0);
+        END LOOP;
+    ELSIF p_action = 'fail' THEN
+        IF cardinality(v_dead) > 0 THEN  -- dead letters first: counter rows in the usual order
+            FOR r IN
+                SELECT DISTINCT ON ((x.e->>'id')::uuid) (x.e->>'id')::uuid AS id, x.e->>'reason' AS reason
+                FROM jsonb_array_elements(p_items) WITH ORDINALITY AS x(e, ord)
+                WHERE x.e->>'id' = ANY (v_dead::text[]) ORDER BY (x.e->>'id')::uuid, x.ord
+            LOOP
+                PERFORM work_dead_letter(ARRAY[r.id], r.reason);
+            END LOOP;
+        END IF;
+        FOR r IN
+            WITH given AS (
+                SELECT DISTINCT ON ((x.e->>'id')::uuid) (x.e->>'id')::uuid AS id, x.e->>'reason' AS reason
+                FROM jsonb_array_elements(p_items) WITH ORDINALITY AS x(e, ord)
+                WHERE x.e->>'id' = ANY (v_retry::text[]) ORDER BY (x.e->>'id')::uuid, x.ord
+            ), moved AS (
+                UPDATE work_messages w SET state = 'pending', failure_reason = g.reason, claim_token = NULL,
+                       visible_at = clock_timestamp()
+                                    + least(300, power(2, greatest(w.attempts - 1, 0))) * interval '1 second',
+                       updated_at = clock_timestamp()
+                FROM given g WHERE w.id = g.id RETURNING w.queue_id
+            ) SELECT queue_id, count(*) AS n FROM moved GROUP BY queue_id
+        LOOP
+            PERFORM work_count(r.queue_id, r.n, -r.n, 0, 0, 0);
+        END LOOP;
+    END IF;
+
+    SELECT jsonb_agg(CASE WHEN j.value->>'error' IS NULL
+                          THEN jsonb_build_object('id', j.value->'id', 'ok', true, 'state', m.state)
+                          ELSE jsonb_build_object('id', j.value->'raw', 'ok', false, 'error', jsonb_build_object(
+                               'code', j.value->>'error', 'message', CASE j.value->>'error'
+                                   WHEN 'SCAIQUEUE_MESSAGE_NOT_FOUND' THEN 'Message not found.'
+                                   ELSE format('Message is %s, or the claim token is not the current claim''s.',
+                                               j.value->>'state') END)) END
+                     ORDER BY j.key::int)
+    INTO v_out
+    FROM jsonb_each(v_judged) j LEFT JOIN work_messages m ON m.id = (j.value->>'id')::uuid AND j.value->>'error' IS NULL;
+    RETURN coalesce(v_out, '[]');
 END $$;

@@ -55,5 +55,5 @@ def finish_batch(principal: Principal, scope_id: str, action: str, items: list[d
     tenant_id = require(principal, ACTIONS[action])
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.connection() as conn, db.domain_errors():
-        return conn.execute("SELECT work_finish(%s, %s, %s, %s::jsonb, false)",
+        return conn.execute("SELECT work_finish_batch(%s, %s, %s, %s::jsonb)",
                             (tenant_id, scope_id, action, as_json(items))).fetchone()[0]
