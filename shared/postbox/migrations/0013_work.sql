@@ -149,17 +149,22 @@ RETURNS void LANGUAGE sql AS $$
         dead_lettered = c.dead_lettered + excluded.dead_lettered;
 $$;
 
--- The JSON document of a message, as every route answers it: the row as JSON (to_jsonb, in C)
--- without its internal columns, plus what is spelled differently on the wire.
-CREATE FUNCTION work_message_doc(m work_messages, q work_queues) RETURNS jsonb LANGUAGE sql STABLE AS $$
-    SELECT (to_jsonb(m) - ARRAY['seq', 'rank', 'aged_at', 'tier', 'score', 'tenant_id', 'message_type', 'visible_at',
-                                'queue_id'])
-        || jsonb_build_object(
-            'queue_id', q.queue_id, 'queue_slug', q.slug, 'type', m.message_type,
-            'priority', jsonb_build_object(
-                'tier', (ARRAY['critical', 'high', 'normal', 'low', 'background'])[m.tier + 1], 'score', m.score),
-            'claim_expires_at', CASE WHEN m.state = 'claimed' THEN m.visible_at END,
-            'visible_at', CASE WHEN m.state = 'pending' THEN m.visible_at END)
+-- The document of a message, as every route answers it: one definition, a view, turned into JSON
+-- by row_to_json (a claim of 100 spends far less building it than with jsonb_build_object per row).
+CREATE VIEW work_message_docs AS
+SELECT m.id, q.queue_id, q.slug AS queue_slug, m.scope_id, m.state, m.message_type AS type,
+       json_build_object('tier', (ARRAY['critical', 'high', 'normal', 'low', 'background'])[m.tier + 1],
+                         'score', m.score) AS priority,
+       m.labels, m.content_type, m.body, m.correlation_id, m.causation_id, m.parent_id, m.source_type, m.source_id,
+       m.ttl_seconds, m.deadline, m.expires_at, m.max_retries, m.visibility_timeout_s, m.idempotency_key,
+       m.hitl_spec, m.attempts, m.claimed_by, m.claim_token, m.claimed_at,
+       CASE WHEN m.state = 'claimed' THEN m.visible_at END AS claim_expires_at,
+       CASE WHEN m.state = 'pending' THEN m.visible_at END AS visible_at,
+       m.failure_reason, m.response, m.created_at, m.updated_at, m.ended_at
+FROM work_messages m JOIN work_queues q ON q.id = m.queue_id;
+
+CREATE FUNCTION work_message_doc(p_id uuid) RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT to_jsonb(d) FROM work_message_docs d WHERE d.id = p_id
 $$;
 
 -- Put an event into a scope's `_events` queue: the envelope of the notes as its body. The caller
@@ -323,7 +328,7 @@ BEGIN
                 RAISE EXCEPTION USING ERRCODE = 'PB409', DETAIL = 'SCAIQUEUE_IDEMPOTENCY_CONFLICT',
                     MESSAGE = 'Idempotency key seen with a different body.';
             END IF;
-            RETURN jsonb_build_object('message', work_message_doc(m, q), 'replayed', true);
+            RETURN jsonb_build_object('message', work_message_doc(m.id), 'replayed', true);
         END IF;
     END IF;
     IF q.max_depth > 0 THEN
@@ -370,14 +375,14 @@ BEGIN
             RAISE EXCEPTION USING ERRCODE = 'PB409', DETAIL = 'SCAIQUEUE_IDEMPOTENCY_CONFLICT',
                 MESSAGE = 'Idempotency key seen with a different body.';
         END IF;
-        RETURN jsonb_build_object('message', work_message_doc(m, q), 'replayed', true);
+        RETURN jsonb_build_object('message', work_message_doc(m.id), 'replayed', true);
     END IF;
     PERFORM work_count(q.id, 1, 0, 1, 0, 0);
     IF s.emit_published AND NOT q.is_system THEN
         PERFORM work_emit(s, 'scaiqueue.message.published', m, NULL);
         PERFORM work_count(s.events_queue_id, 1, 0, 1, 0, 0);
     END IF;
-    RETURN jsonb_build_object('message', work_message_doc(m, q), 'replayed', false);
+    RETURN jsonb_build_object('message', work_message_doc(m.id), 'replayed', false);
 END $$;
 
 -- ---- claim --------------------------------------------------------------------------------------
@@ -386,19 +391,19 @@ END $$;
 -- visibility_timeout_s when NULL). A paused queue, or a paused or archived scope, claims nothing.
 -- Claims of this queue whose time ran out are recovered first, so claims never wait for the agent.
 CREATE FUNCTION work_claim(p_tenant uuid, p_scope uuid, p_queue uuid, p_n int, p_vt int, p_claimer text)
-RETURNS jsonb LANGUAGE plpgsql AS $$
+RETURNS json LANGUAGE plpgsql AS $$
 DECLARE
     s work_scopes;
     q work_queues;
     v_ids tid[];
-    v_docs jsonb;
+    v_claimed uuid[];
     m work_messages;
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);  -- lost in a crash, a claim only comes back
     s := work_scope_of(p_tenant, p_scope);
     q := work_queue_of(p_scope, p_queue);
     IF s.state IN ('paused', 'archived') OR q.state = 'paused' THEN
-        RETURN '[]';
+        RETURN '[]'::json;
     END IF;
     IF EXISTS (SELECT 1 FROM work_messages WHERE queue_id = q.id AND state = 'claimed'
                AND visible_at <= clock_timestamp()) THEN
@@ -411,25 +416,26 @@ BEGIN
         ORDER BY x.rank, x.seq LIMIT (SELECT p_n) FOR UPDATE SKIP LOCKED
     ) c;
     IF v_ids IS NULL THEN
-        RETURN '[]';
+        RETURN '[]'::json;
     END IF;
     WITH claimed AS (
         UPDATE work_messages w SET state = 'claimed', attempts = w.attempts + 1, claimed_by = p_claimer,
                claim_token = gen_random_uuid(), claimed_at = clock_timestamp(), updated_at = clock_timestamp(),
                visible_at = clock_timestamp() + coalesce(p_vt, w.visibility_timeout_s) * interval '1 second'
         WHERE w.ctid = ANY (v_ids) AND w.queue_id = q.id
-        RETURNING w.*
+        RETURNING w.id, w.rank, w.seq
     )
-    SELECT jsonb_agg(work_message_doc(c, q) ORDER BY c.rank, c.seq) INTO v_docs FROM claimed c;
-    PERFORM work_count(q.id, -jsonb_array_length(v_docs), jsonb_array_length(v_docs), 0, 0, 0);
+    SELECT array_agg(c.id ORDER BY c.rank, c.seq) INTO v_claimed FROM claimed c;
+    PERFORM work_count(q.id, -cardinality(v_claimed), cardinality(v_claimed), 0, 0, 0);
     IF s.emit_claimed AND NOT q.is_system THEN
-        FOR m IN SELECT w.* FROM work_messages w
-                 WHERE w.id IN (SELECT (d->>'id')::uuid FROM jsonb_array_elements(v_docs) d) ORDER BY w.rank, w.seq LOOP
+        FOR m IN SELECT w.* FROM unnest(v_claimed) WITH ORDINALITY u(id, n) JOIN work_messages w ON w.id = u.id
+                 ORDER BY u.n LOOP
             PERFORM work_emit(s, 'scaiqueue.message.claimed', m, jsonb_build_object('claimed_by', p_claimer));
         END LOOP;
-        PERFORM work_count(s.events_queue_id, jsonb_array_length(v_docs), 0, jsonb_array_length(v_docs), 0, 0);
+        PERFORM work_count(s.events_queue_id, cardinality(v_claimed), 0, cardinality(v_claimed), 0, 0);
     END IF;
-    RETURN v_docs;
+    RETURN (SELECT json_agg(d ORDER BY u.n)
+            FROM unnest(v_claimed) WITH ORDINALITY u(id, n) JOIN work_message_docs d ON d.id = u.id);
 END $$;
 
 -- ---- complete, fail, release, extend, cancel ----------------------------------------------------
@@ -444,7 +450,6 @@ RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     s work_scopes;
     m work_messages;
-    q work_queues;
     it jsonb;
     v_id uuid;
     v_err text;
@@ -525,8 +530,7 @@ BEGIN
             IF v_old = 'pending' THEN v_gone_p := v_gone_p || m.queue_id; ELSE v_gone_c := v_gone_c || m.queue_id; END IF;
         END IF;
         IF p_strict THEN
-            SELECT * INTO q FROM work_queues WHERE id = m.queue_id;
-            v_out := jsonb_build_array(jsonb_build_object('id', m.id, 'ok', true, 'message', work_message_doc(m, q)));
+            v_out := jsonb_build_array(jsonb_build_object('id', m.id, 'ok', true, 'message', work_message_doc(m.id)));
         ELSE
             v_out := v_out || jsonb_build_object('id', m.id, 'ok', true, 'state', m.state);
         END IF;

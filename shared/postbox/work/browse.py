@@ -12,21 +12,20 @@ STATES = ("pending", "claimed", "completed", "failed", "dead_lettered", "cancell
 CHAIN_LIMIT = 1000
 
 _LIST = """
-SELECT m.seq, work_message_doc(m, q)
-FROM work_queues q JOIN work_messages m ON m.queue_id = q.id
-WHERE q.id = (SELECT work_queue_of(%(s)s, %(q)s)).id AND m.state = %(state)s AND m.seq > %(after)s
+SELECT m.seq, row_to_json(d)
+FROM work_messages m JOIN work_message_docs d ON d.id = m.id
+WHERE m.queue_id = (SELECT work_queue_of(%(s)s, %(q)s)).id AND m.state = %(state)s AND m.seq > %(after)s
 ORDER BY m.seq LIMIT %(n)s
 """
 
 _ONE = """
-SELECT work_message_doc(m, q)
-FROM work_queues q JOIN work_messages m ON m.queue_id = q.id
-WHERE q.id = (SELECT work_queue_of(%(s)s, %(q)s)).id AND m.id = %(m)s
+SELECT row_to_json(d) FROM work_message_docs d
+WHERE d.id = %(m)s AND d.queue_id = (SELECT work_queue_of(%(s)s, %(q)s)).queue_id
 """
 
 _CHAIN = """
-SELECT work_message_doc(m, q)
-FROM work_messages m JOIN work_queues q ON q.id = m.queue_id
+SELECT row_to_json(d)
+FROM work_messages m JOIN work_message_docs d ON d.id = m.id
 WHERE m.scope_id = (SELECT work_scope_of(%(t)s, %(s)s)).id AND m.correlation_id = %(c)s
 ORDER BY m.seq LIMIT %(n)s
 """
