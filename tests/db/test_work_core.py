@@ -346,3 +346,25 @@ def test_published_and_claimed_events_only_where_the_scope_asks(tenant):
     assert [e["type"] for e in loud_events] == ["scaiqueue.message.published", "scaiqueue.message.claimed"]
     assert all(e["correlation_id"] == "c" for e in loud_events)
     assert loud_events[1]["body"]["payload"]["claimed_by"] == tenant.principal.key_id
+
+
+def test_batch_fail_dead_letters_after_the_last_attempt_and_ids_act_once(tenant):
+    s = _scope(tenant)
+    q = _queue(tenant, s)
+    other = _scope(tenant, "other")
+    foreign = _publish(tenant, other, _queue(tenant, other), "theirs")
+    _publish(tenant, s, q, "last", max_retries=1)
+    _publish(tenant, s, q, "retry", max_retries=3)
+    last, retry = _claim(tenant, s, q, 2)
+    items = [{"id": last["id"], "reason": "r1"},
+             {"id": retry["id"], "reason": "r2", "claim_token": retry["claim_token"]},
+             {"id": retry["id"]}, {"id": foreign["id"]}, {"id": "nope"}]
+    out = messages.finish_batch(tenant.principal, s["id"], "fail", items)
+    assert [(o["ok"], o.get("state"), o.get("error", {}).get("code")) for o in out] == [
+        (True, "dead_lettered", None), (True, "pending", None), (False, None, "SCAIQUEUE_NOT_CLAIMED"),
+        (False, None, "SCAIQUEUE_MESSAGE_NOT_FOUND"), (False, None, "SCAIQUEUE_MESSAGE_NOT_FOUND")]
+    assert browse.get_message(tenant.principal, s["id"], q["id"], last["id"])["failure_reason"] == "r1"
+    assert browse.get_message(tenant.principal, s["id"], q["id"], retry["id"])["failure_reason"] == "r2"
+    st = _stats(tenant, s, q)
+    assert (st["depth_pending"], st["depth_claimed"], st["dead_lettered_total"]) == (1, 0, 1)
+    assert _stats(tenant, s, {"id": s["system_queues"]["_dead_letter"]})["depth_pending"] == 1

@@ -645,18 +645,21 @@ BEGIN
     RETURN n;
 END $$;
 
--- The batch extension's complete, fail and release, set-based: one UPDATE for the whole batch (and
--- one INSERT for its completed events) instead of statements per message. Each item answers
+-- The batch extension's complete, fail and release, set-based: one UPDATE takes every item that
+-- holds the current claim (state claimed, token matching when given) and acts on it, with one
+-- INSERT for the completed events; the items it did not take are then told why. Each item answers
 -- {id, ok, state} or {id, ok: false, error: {code, message}}, in the order given; an id named twice
 -- acts once.
 CREATE FUNCTION work_finish_batch(p_tenant uuid, p_scope uuid, p_action text, p_items jsonb)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     s work_scopes;
-    v_judged jsonb;    -- {ord: {id, error, state, retry}} for every item
-    v_ok uuid[];
-    v_retry uuid[];
-    v_dead uuid[];
+    v_ids uuid[];       -- each item's id (NULL when not a UUID), in order
+    v_toks text[];
+    v_ok uuid[] := '{}';
+    v_okq bigint[] := '{}';
+    v_dead uuid[] := '{}';
+    v_state text;
     v_out jsonb;
     r record;
 BEGIN
@@ -664,42 +667,25 @@ BEGIN
     IF p_action NOT IN ('complete', 'fail', 'release') THEN
         RAISE EXCEPTION USING ERRCODE = 'PB400', DETAIL = 'VALIDATION_ERROR', MESSAGE = 'Unknown batch action.';
     END IF;
-    -- Lock the scope's messages the batch names (in id order), and judge each item.
-    WITH items AS (
-        SELECT x.ord, x.e->>'id' AS raw, x.e->>'claim_token' AS tok,
-               CASE WHEN x.e->>'id' ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
-                    THEN (x.e->>'id')::uuid END AS id
-        FROM jsonb_array_elements(p_items) WITH ORDINALITY AS x(e, ord)
-    ), locked AS (
-        SELECT w.id, w.state, w.attempts, w.max_retries, w.claim_token FROM work_messages w
-        WHERE w.id = ANY (ARRAY(SELECT id FROM items)) AND w.scope_id = s.id ORDER BY w.id FOR UPDATE
-    ), judged AS (
-        SELECT i.ord, i.raw, i.id, m.state, m.attempts < m.max_retries AS retry,
-               CASE WHEN m.id IS NULL THEN 'SCAIQUEUE_MESSAGE_NOT_FOUND'
-                    WHEN m.state <> 'claimed' THEN 'SCAIQUEUE_NOT_CLAIMED'
-                    WHEN i.tok IS NOT NULL AND i.tok IS DISTINCT FROM m.claim_token::text THEN 'SCAIQUEUE_NOT_CLAIMED'
-                    WHEN row_number() OVER (PARTITION BY i.id ORDER BY i.ord) > 1 THEN 'SCAIQUEUE_NOT_CLAIMED'
-               END AS error
-        FROM items i LEFT JOIN locked m ON m.id = i.id
-    )
-    SELECT jsonb_object_agg(j.ord, jsonb_build_object('raw', j.raw, 'id', j.id, 'state', j.state, 'error', j.error)),
-           coalesce(array_agg(j.id) FILTER (WHERE j.error IS NULL), '{}'),
-           coalesce(array_agg(j.id) FILTER (WHERE j.error IS NULL AND j.retry), '{}'),
-           coalesce(array_agg(j.id) FILTER (WHERE j.error IS NULL AND NOT j.retry), '{}')
-    INTO v_judged, v_ok, v_retry, v_dead
-    FROM judged j;
+    SELECT array_agg(CASE WHEN x.e->>'id' ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                          THEN (x.e->>'id')::uuid END ORDER BY x.ord),
+           array_agg(x.e->>'claim_token' ORDER BY x.ord)
+    INTO v_ids, v_toks
+    FROM jsonb_array_elements(p_items) WITH ORDINALITY AS x(e, ord);
 
-    IF p_action = 'complete' AND cardinality(v_ok) > 0 THEN
+    IF p_action = 'complete' THEN
+        v_state := 'completed';
         WITH given AS (
-            SELECT DISTINCT ON ((x.e->>'id')::uuid) (x.e->>'id')::uuid AS id, x.e->'response' AS resp
-            FROM jsonb_array_elements(p_items) WITH ORDINALITY AS x(e, ord)
-            WHERE x.e->>'id' = ANY (v_ok::text[]) ORDER BY (x.e->>'id')::uuid, x.ord
+            SELECT DISTINCT ON (u.id) u.id, u.tok, p_items->(u.n::int - 1)->'response' AS resp
+            FROM unnest(v_ids, v_toks) WITH ORDINALITY u(id, tok, n) WHERE u.id IS NOT NULL ORDER BY u.id, u.n
         ), done AS (
             UPDATE work_messages w SET state = 'completed', response = g.resp, claim_token = NULL,
                    ended_at = clock_timestamp(), updated_at = clock_timestamp()
-            FROM given g WHERE w.id = g.id
+            FROM given g
+            WHERE w.id = g.id AND w.scope_id = s.id AND w.state = 'claimed'
+              AND (g.tok IS NULL OR g.tok = w.claim_token::text)
             RETURNING w.*
-        ), counted AS (
+        ), events AS (
             INSERT INTO work_messages (id, queue_id, scope_id, tenant_id, visible_at, message_type, body,
                                        correlation_id, causation_id, source_type, source_id, max_retries,
                                        visibility_timeout_s)
@@ -716,59 +702,83 @@ BEGIN
                    d.correlation_id, d.id::text, 'system', 'scaiqueue', 3, 30
             FROM done d JOIN work_queues q ON q.id = d.queue_id
             JOIN (SELECT x.id, gen_random_uuid() AS event_id FROM done x) e ON e.id = d.id
-            RETURNING queue_id
         )
-        SELECT count(*) INTO r FROM counted;
-        FOR r IN SELECT w.queue_id, count(*) AS n FROM work_messages w WHERE w.id = ANY (v_ok) GROUP BY w.queue_id LOOP
-            PERFORM work_count(r.queue_id, 0, -r.n, 0, r.n, 0);
-        END LOOP;
-        PERFORM work_count(s.events_queue_id, cardinality(v_ok), 0, cardinality(v_ok), 0, 0);
-    ELSIF p_action = 'release' AND cardinality(v_ok) > 0 THEN
-        FOR r IN
-            WITH moved AS (
-                UPDATE work_messages w SET state = 'pending', attempts = greatest(w.attempts - 1, 0), claim_token = NULL,
-                       visible_at = clock_timestamp(), updated_at = clock_timestamp()
-                WHERE w.id = ANY (v_ok) RETURNING w.queue_id
-            ) SELECT queue_id, count(*) AS n FROM moved GROUP BY queue_id
-        LOOP
-            PERFORM work_count(r.queue_id, r.n, -r.n, 0, 0, 0);
-        END LOOP;
-    ELSIF p_action = 'fail' THEN
-        IF cardinality(v_dead) > 0 THEN  -- dead letters first: counter rows in the usual order
-            FOR r IN
-                SELECT DISTINCT ON ((x.e->>'id')::uuid) (x.e->>'id')::uuid AS id, x.e->>'reason' AS reason
-                FROM jsonb_array_elements(p_items) WITH ORDINALITY AS x(e, ord)
-                WHERE x.e->>'id' = ANY (v_dead::text[]) ORDER BY (x.e->>'id')::uuid, x.ord
-            LOOP
-                PERFORM work_dead_letter(ARRAY[r.id], r.reason);
-            END LOOP;
+        SELECT coalesce(array_agg(d.id), '{}'), coalesce(array_agg(d.queue_id), '{}') INTO v_ok, v_okq FROM done d;
+        IF cardinality(v_ok) > 0 THEN
+            PERFORM work_count(s.events_queue_id, cardinality(v_ok), 0, cardinality(v_ok), 0, 0);
         END IF;
-        FOR r IN
-            WITH given AS (
-                SELECT DISTINCT ON ((x.e->>'id')::uuid) (x.e->>'id')::uuid AS id, x.e->>'reason' AS reason
-                FROM jsonb_array_elements(p_items) WITH ORDINALITY AS x(e, ord)
-                WHERE x.e->>'id' = ANY (v_retry::text[]) ORDER BY (x.e->>'id')::uuid, x.ord
-            ), moved AS (
-                UPDATE work_messages w SET state = 'pending', failure_reason = g.reason, claim_token = NULL,
-                       visible_at = clock_timestamp()
-                                    + least(300, power(2, greatest(w.attempts - 1, 0))) * interval '1 second',
-                       updated_at = clock_timestamp()
-                FROM given g WHERE w.id = g.id RETURNING w.queue_id
-            ) SELECT queue_id, count(*) AS n FROM moved GROUP BY queue_id
+    ELSIF p_action = 'release' THEN
+        v_state := 'pending';
+        WITH given AS (
+            SELECT DISTINCT ON (u.id) u.id, u.tok FROM unnest(v_ids, v_toks) WITH ORDINALITY u(id, tok, n)
+            WHERE u.id IS NOT NULL ORDER BY u.id, u.n
+        ), moved AS (
+            UPDATE work_messages w SET state = 'pending', attempts = greatest(w.attempts - 1, 0), claim_token = NULL,
+                   visible_at = clock_timestamp(), updated_at = clock_timestamp()
+            FROM given g
+            WHERE w.id = g.id AND w.scope_id = s.id AND w.state = 'claimed'
+              AND (g.tok IS NULL OR g.tok = w.claim_token::text)
+            RETURNING w.id, w.queue_id
+        )
+        SELECT coalesce(array_agg(m.id), '{}'), coalesce(array_agg(m.queue_id), '{}') INTO v_ok, v_okq FROM moved m;
+    ELSE  -- fail: back to pending after the backoff, or to the dead letter after the last attempt
+        v_state := 'pending';
+        SELECT coalesce(array_agg(w.id ORDER BY w.id), '{}') INTO v_dead FROM (
+            SELECT w.id FROM work_messages w
+            JOIN (SELECT DISTINCT ON (u.id) u.id, u.tok FROM unnest(v_ids, v_toks) WITH ORDINALITY u(id, tok, n)
+                  WHERE u.id IS NOT NULL ORDER BY u.id, u.n) g ON g.id = w.id
+            WHERE w.scope_id = s.id AND w.state = 'claimed' AND (g.tok IS NULL OR g.tok = w.claim_token::text)
+              AND w.attempts >= w.max_retries
+            ORDER BY w.id FOR UPDATE OF w
+        ) w;
+        FOR r IN  -- dead letters first: counter rows in the usual order
+            SELECT DISTINCT ON (u.id) u.id, p_items->(u.n::int - 1)->>'reason' AS reason
+            FROM unnest(v_ids) WITH ORDINALITY u(id, n) WHERE u.id = ANY (v_dead) ORDER BY u.id, u.n
         LOOP
-            PERFORM work_count(r.queue_id, r.n, -r.n, 0, 0, 0);
+            PERFORM work_dead_letter(ARRAY[r.id], r.reason);
         END LOOP;
+        WITH given AS (
+            SELECT DISTINCT ON (u.id) u.id, u.tok, p_items->(u.n::int - 1)->>'reason' AS reason
+            FROM unnest(v_ids, v_toks) WITH ORDINALITY u(id, tok, n)
+            WHERE u.id IS NOT NULL AND u.id <> ALL (v_dead) ORDER BY u.id, u.n
+        ), moved AS (
+            UPDATE work_messages w SET state = 'pending', failure_reason = g.reason, claim_token = NULL,
+                   visible_at = clock_timestamp()
+                                + least(300, power(2, greatest(w.attempts - 1, 0))) * interval '1 second',
+                   updated_at = clock_timestamp()
+            FROM given g
+            WHERE w.id = g.id AND w.scope_id = s.id AND w.state = 'claimed'
+              AND (g.tok IS NULL OR g.tok = w.claim_token::text) AND w.attempts < w.max_retries
+            RETURNING w.id, w.queue_id
+        )
+        SELECT coalesce(array_agg(m.id), '{}'), coalesce(array_agg(m.queue_id), '{}') INTO v_ok, v_okq FROM moved m;
     END IF;
 
-    SELECT jsonb_agg(CASE WHEN j.value->>'error' IS NULL
-                          THEN jsonb_build_object('id', j.value->'id', 'ok', true, 'state', m.state)
-                          ELSE jsonb_build_object('id', j.value->'raw', 'ok', false, 'error', jsonb_build_object(
-                               'code', j.value->>'error', 'message', CASE j.value->>'error'
-                                   WHEN 'SCAIQUEUE_MESSAGE_NOT_FOUND' THEN 'Message not found.'
-                                   ELSE format('Message is %s, or the claim token is not the current claim''s.',
-                                               j.value->>'state') END)) END
-                     ORDER BY j.key::int)
+    -- The counters, once per queue (dead letters counted themselves).
+    FOR r IN SELECT u.q, count(*) AS n FROM unnest(v_okq) u(q) GROUP BY u.q LOOP
+        IF p_action = 'complete' THEN
+            PERFORM work_count(r.q, 0, -r.n, 0, r.n, 0);
+        ELSE
+            PERFORM work_count(r.q, r.n, -r.n, 0, 0, 0);
+        END IF;
+    END LOOP;
+
+    -- The answers, in order: each id acts once (its first mention); why the others did not.
+    SELECT jsonb_agg(CASE
+               WHEN a.first AND a.id = ANY (v_ok) THEN jsonb_build_object('id', a.id, 'ok', true, 'state', v_state)
+               WHEN a.first AND a.id = ANY (v_dead) THEN jsonb_build_object('id', a.id, 'ok', true,
+                                                                           'state', 'dead_lettered')
+               ELSE jsonb_build_object('id', a.raw, 'ok', false, 'error', CASE
+                   WHEN m.id IS NULL THEN jsonb_build_object('code', 'SCAIQUEUE_MESSAGE_NOT_FOUND',
+                                                             'message', 'Message not found.')
+                   ELSE jsonb_build_object('code', 'SCAIQUEUE_NOT_CLAIMED', 'message',
+                        format('Message is %s, or the claim token is not the current claim''s.', m.state)) END)
+           END ORDER BY a.n)
     INTO v_out
-    FROM jsonb_each(v_judged) j LEFT JOIN work_messages m ON m.id = (j.value->>'id')::uuid AND j.value->>'error' IS NULL;
+    FROM (SELECT u.n, u.id, p_items->(u.n::int - 1)->'id' AS raw,
+                 row_number() OVER (PARTITION BY u.id ORDER BY u.n) = 1 AS first
+          FROM unnest(v_ids) WITH ORDINALITY u(id, n)) a
+    LEFT JOIN work_messages m ON m.id = a.id AND m.scope_id = s.id
+                              AND NOT (a.first AND (a.id = ANY (v_ok) OR a.id = ANY (v_dead)));
     RETURN coalesce(v_out, '[]');
 END $$;
