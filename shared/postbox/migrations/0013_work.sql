@@ -198,14 +198,19 @@ DECLARE
     m work_messages;
     s work_scopes;
     v_pending uuid[];
+    v_events bigint[] := '{}';
+    r record;
     n int := 0;
 BEGIN
     v_pending := ARRAY(SELECT x.id FROM work_messages x WHERE x.id = ANY (p_ids) AND x.state = 'pending');
+    -- Counter rows are taken dead letter then queue (by queue), and the events queues' last.
     FOR m IN
-        UPDATE work_messages w SET state = 'dead_lettered', failure_reason = p_reason, ended_at = clock_timestamp(),
-               updated_at = clock_timestamp(), claim_token = NULL
-        WHERE w.id = ANY (p_ids) AND w.state IN ('pending', 'claimed')
-        RETURNING w.*
+        WITH ended AS (
+            UPDATE work_messages w SET state = 'dead_lettered', failure_reason = p_reason,
+                   ended_at = clock_timestamp(), updated_at = clock_timestamp(), claim_token = NULL
+            WHERE w.id = ANY (p_ids) AND w.state IN ('pending', 'claimed')
+            RETURNING w.*
+        ) SELECT * FROM ended ORDER BY queue_id, seq
     LOOP
         SELECT * INTO s FROM work_scopes WHERE id = m.scope_id;
         INSERT INTO work_messages (queue_id, scope_id, tenant_id, visible_at, message_type, tier, score, labels,
@@ -218,8 +223,11 @@ BEGIN
         PERFORM work_count(m.queue_id, CASE WHEN m.id = ANY (v_pending) THEN -1 ELSE 0 END,
                            CASE WHEN m.id = ANY (v_pending) THEN 0 ELSE -1 END, 0, 0, 1);
         PERFORM work_emit(s, 'scaiqueue.message.dead_lettered', m, jsonb_build_object('reason', p_reason));
-        PERFORM work_count(s.events_queue_id, 1, 0, 1, 0, 0);
+        v_events := v_events || s.events_queue_id;
         n := n + 1;
+    END LOOP;
+    FOR r IN SELECT u.q, count(*) AS k FROM unnest(v_events) u(q) GROUP BY u.q ORDER BY u.q LOOP
+        PERFORM work_count(r.q, r.k, 0, r.k, 0, 0);
     END LOOP;
     RETURN n;
 END $$;
@@ -704,9 +712,6 @@ BEGIN
             JOIN (SELECT x.id, gen_random_uuid() AS event_id FROM done x) e ON e.id = d.id
         )
         SELECT coalesce(array_agg(d.id), '{}'), coalesce(array_agg(d.queue_id), '{}') INTO v_ok, v_okq FROM done d;
-        IF cardinality(v_ok) > 0 THEN
-            PERFORM work_count(s.events_queue_id, cardinality(v_ok), 0, cardinality(v_ok), 0, 0);
-        END IF;
     ELSIF p_action = 'release' THEN
         v_state := 'pending';
         WITH given AS (
@@ -754,14 +759,18 @@ BEGIN
         SELECT coalesce(array_agg(m.id), '{}'), coalesce(array_agg(m.queue_id), '{}') INTO v_ok, v_okq FROM moved m;
     END IF;
 
-    -- The counters, once per queue (dead letters counted themselves).
-    FOR r IN SELECT u.q, count(*) AS n FROM unnest(v_okq) u(q) GROUP BY u.q LOOP
+    -- The counters, once per queue (dead letters counted themselves), then the events queue's: counter
+    -- rows are always taken in the order dead letter, queue, events, so two calls never deadlock.
+    FOR r IN SELECT u.q, count(*) AS n FROM unnest(v_okq) u(q) GROUP BY u.q ORDER BY u.q LOOP
         IF p_action = 'complete' THEN
             PERFORM work_count(r.q, 0, -r.n, 0, r.n, 0);
         ELSE
             PERFORM work_count(r.q, r.n, -r.n, 0, 0, 0);
         END IF;
     END LOOP;
+    IF p_action = 'complete' AND cardinality(v_ok) > 0 THEN
+        PERFORM work_count(s.events_queue_id, cardinality(v_ok), 0, cardinality(v_ok), 0, 0);
+    END IF;
 
     -- The answers, in order: each id acts once (its first mention); why the others did not.
     SELECT jsonb_agg(CASE
