@@ -697,10 +697,10 @@ BEGIN
             INSERT INTO work_messages (id, queue_id, scope_id, tenant_id, visible_at, message_type, body,
                                        correlation_id, causation_id, source_type, source_id, max_retries,
                                        visibility_timeout_s)
-            SELECT e.event_id, s.events_queue_id, s.id, s.tenant_id, clock_timestamp(),
+            SELECT d.event_id, s.events_queue_id, s.id, s.tenant_id, clock_timestamp(),
                    'scaiqueue.message.completed',
                    jsonb_build_object(
-                       'event_type', 'scaiqueue.message.completed', 'event_id', e.event_id,
+                       'event_type', 'scaiqueue.message.completed', 'event_id', d.event_id,
                        'source', 'scaiqueue/scopes/' || s.id || '/messages/' || d.id, 'tenant_id', s.tenant_id,
                        'payload', jsonb_build_object('message_id', d.id, 'scope_id', d.scope_id,
                                                      'queue_id', q.queue_id, 'message_type', d.message_type,
@@ -708,8 +708,8 @@ BEGIN
                                                      'response', d.response),
                        'timestamp', clock_timestamp()),
                    d.correlation_id, d.id::text, 'system', 'scaiqueue', 3, 30
-            FROM done d JOIN work_queues q ON q.id = d.queue_id
-            JOIN (SELECT x.id, gen_random_uuid() AS event_id FROM done x) e ON e.id = d.id
+            FROM (SELECT x.*, gen_random_uuid() AS event_id FROM done x) d  -- one event id per row
+            JOIN work_queues q ON q.id = d.queue_id
         )
         SELECT coalesce(array_agg(d.id), '{}'), coalesce(array_agg(d.queue_id), '{}') INTO v_ok, v_okq FROM done d;
     ELSIF p_action = 'release' THEN
