@@ -29,7 +29,7 @@ from functions.api.work_schema import (
 from functions.authorizer import key_from_headers
 from functions.observability import instrument
 from functions.schedules import AGENTS
-from postbox import agents
+from postbox import agents, jsoncodec
 from postbox.errors import Unauthorized
 from postbox.tenancy import Principal, require
 from postbox.work import browse, messages, queues, ratelimit, scopes
@@ -281,9 +281,7 @@ def _too_large(event: dict) -> dict | None:
 
 
 def _dumps(value: Any) -> str:
-    import json
-
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return jsoncodec.dumps(value).decode()
 
 
 @lambda_handler

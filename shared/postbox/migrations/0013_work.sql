@@ -448,116 +448,72 @@ END $$;
 
 -- ---- complete, fail, release, extend, cancel ----------------------------------------------------
 
--- Act on claimed messages of a scope. p_items: [{id, claim_token?, response?, reason?, seconds?}].
--- With p_strict (one message, the spec's routes) a refusal raises its error; otherwise (the batch
--- extension) each item answers {id, ok, state | error}. A claim_token, when given, must be the
+-- Act on one message of a scope; p_item: {id, claim_token?, response?, reason?, seconds?}. Answers
+-- the message's document; a refusal raises its error. A claim_token, when given, must be the
 -- message's current one: a consumer whose claim ran out and was claimed again cannot act on it.
 -- Retry backoff after a fail: 2^(attempts-1) seconds, at most 300.
-CREATE FUNCTION work_finish(p_tenant uuid, p_scope uuid, p_action text, p_items jsonb, p_strict boolean)
+CREATE FUNCTION work_finish(p_tenant uuid, p_scope uuid, p_action text, p_item jsonb)
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     s work_scopes;
     m work_messages;
-    it jsonb;
-    v_id uuid;
     v_err text;
     v_msg text;
     v_old text;
-    v_out jsonb := '[]';
-    v_done bigint[] := '{}';     -- queue of each completed message
-    v_back bigint[] := '{}';     -- queue of each claimed message back to pending
-    v_gone_p bigint[] := '{}';   -- queue of each cancelled pending message
-    v_gone_c bigint[] := '{}';   -- queue of each cancelled claimed message
-    r record;
 BEGIN
     s := work_scope_of(p_tenant, p_scope);
-    FOR it IN SELECT * FROM jsonb_array_elements(p_items) LOOP
-        v_err := NULL;
-        BEGIN
-            v_id := (it->>'id')::uuid;
-        EXCEPTION WHEN invalid_text_representation THEN
-            v_id := NULL;
-        END;
-        m := NULL;
-        IF v_id IS NOT NULL THEN
-            SELECT * INTO m FROM work_messages WHERE id = v_id AND scope_id = s.id FOR UPDATE;
+    SELECT * INTO m FROM work_messages WHERE id = (p_item->>'id')::uuid AND scope_id = s.id FOR UPDATE;
+    IF m.id IS NULL THEN
+        v_err := 'SCAIQUEUE_MESSAGE_NOT_FOUND'; v_msg := 'Message not found.';
+    ELSIF p_action = 'cancel' THEN
+        IF m.state NOT IN ('pending', 'claimed') THEN
+            v_err := 'SCAIQUEUE_INVALID_TRANSITION'; v_msg := format('A %s message cannot be cancelled.', m.state);
         END IF;
-        IF m.id IS NULL THEN
-            v_err := 'SCAIQUEUE_MESSAGE_NOT_FOUND'; v_msg := 'Message not found.';
-        ELSIF p_action = 'cancel' THEN
-            IF m.state NOT IN ('pending', 'claimed') THEN
-                v_err := 'SCAIQUEUE_INVALID_TRANSITION'; v_msg := format('A %s message cannot be cancelled.', m.state);
-            END IF;
-        ELSIF m.state <> 'claimed' THEN
-            v_err := 'SCAIQUEUE_NOT_CLAIMED'; v_msg := format('Message is %s, not claimed.', m.state);
-        ELSIF (it->>'claim_token') IS NOT NULL AND (it->>'claim_token') IS DISTINCT FROM m.claim_token::text THEN
-            v_err := 'SCAIQUEUE_NOT_CLAIMED'; v_msg := 'The claim token is not the current claim''s.';
-        END IF;
-        IF v_err IS NOT NULL THEN
-            IF p_strict THEN
-                RAISE EXCEPTION USING ERRCODE = CASE WHEN v_err LIKE '%NOT_FOUND' THEN 'PB404' ELSE 'PB409' END,
-                    DETAIL = v_err, MESSAGE = v_msg;
-            END IF;
-            v_out := v_out || jsonb_build_object('id', it->'id', 'ok', false,
-                                                 'error', jsonb_build_object('code', v_err, 'message', v_msg));
-            CONTINUE;
-        END IF;
-        IF p_action = 'complete' THEN
-            UPDATE work_messages SET state = 'completed', response = it->'response', claim_token = NULL,
-                   ended_at = clock_timestamp(), updated_at = clock_timestamp()
-            WHERE id = m.id RETURNING * INTO m;
-            v_done := v_done || m.queue_id;
-            PERFORM work_emit(s, 'scaiqueue.message.completed', m,
-                              jsonb_build_object('response', m.response));
-        ELSIF p_action = 'fail' THEN
-            IF m.attempts < m.max_retries THEN
-                UPDATE work_messages SET state = 'pending', failure_reason = it->>'reason', claim_token = NULL,
-                       visible_at = clock_timestamp() + least(300, power(2, greatest(m.attempts - 1, 0))) * interval '1 second',
-                       updated_at = clock_timestamp()
-                WHERE id = m.id RETURNING * INTO m;
-                v_back := v_back || m.queue_id;
-            ELSE
-                PERFORM work_dead_letter(ARRAY[m.id], it->>'reason');
-                SELECT * INTO m FROM work_messages WHERE id = m.id;
-            END IF;
-        ELSIF p_action = 'release' THEN
-            UPDATE work_messages SET state = 'pending', attempts = greatest(attempts - 1, 0), claim_token = NULL,
-                   visible_at = clock_timestamp(), updated_at = clock_timestamp()
-            WHERE id = m.id RETURNING * INTO m;
-            v_back := v_back || m.queue_id;
-        ELSIF p_action = 'extend' THEN
-            UPDATE work_messages
-            SET visible_at = greatest(visible_at, clock_timestamp()) + (it->>'seconds')::int * interval '1 second',
-                updated_at = clock_timestamp()
-            WHERE id = m.id RETURNING * INTO m;
-        ELSIF p_action = 'cancel' THEN
-            v_old := m.state;
-            UPDATE work_messages SET state = 'cancelled', claim_token = NULL, ended_at = clock_timestamp(),
-                   updated_at = clock_timestamp()
-            WHERE id = m.id RETURNING * INTO m;
-            IF v_old = 'pending' THEN v_gone_p := v_gone_p || m.queue_id; ELSE v_gone_c := v_gone_c || m.queue_id; END IF;
-        END IF;
-        IF p_strict THEN
-            v_out := jsonb_build_array(jsonb_build_object('id', m.id, 'ok', true, 'message', work_message_doc(m.id)));
-        ELSE
-            v_out := v_out || jsonb_build_object('id', m.id, 'ok', true, 'state', m.state);
-        END IF;
-    END LOOP;
-    -- The counters, once per queue for the whole call.
-    FOR r IN
-        SELECT x.queue_id, sum(x.p) AS p, sum(x.c) AS c, sum(x.d) AS d FROM (
-            SELECT u, 0, -1, 1 FROM unnest(v_done) u
-            UNION ALL SELECT u, 1, -1, 0 FROM unnest(v_back) u
-            UNION ALL SELECT u, -1, 0, 0 FROM unnest(v_gone_p) u
-            UNION ALL SELECT u, 0, -1, 0 FROM unnest(v_gone_c) u
-        ) x(queue_id, p, c, d) GROUP BY x.queue_id
-    LOOP
-        PERFORM work_count(r.queue_id, r.p, r.c, 0, r.d, 0);
-    END LOOP;
-    IF cardinality(v_done) > 0 THEN
-        PERFORM work_count(s.events_queue_id, cardinality(v_done), 0, cardinality(v_done), 0, 0);
+    ELSIF m.state <> 'claimed' THEN
+        v_err := 'SCAIQUEUE_NOT_CLAIMED'; v_msg := format('Message is %s, not claimed.', m.state);
+    ELSIF (p_item->>'claim_token') IS NOT NULL AND (p_item->>'claim_token') IS DISTINCT FROM m.claim_token::text THEN
+        v_err := 'SCAIQUEUE_NOT_CLAIMED'; v_msg := 'The claim token is not the current claim''s.';
     END IF;
-    RETURN v_out;
+    IF v_err IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = CASE WHEN v_err LIKE '%NOT_FOUND' THEN 'PB404' ELSE 'PB409' END,
+            DETAIL = v_err, MESSAGE = v_msg;
+    END IF;
+    v_old := m.state;
+    IF p_action = 'complete' THEN
+        UPDATE work_messages SET state = 'completed', response = p_item->'response', claim_token = NULL,
+               ended_at = clock_timestamp(), updated_at = clock_timestamp()
+        WHERE id = m.id RETURNING * INTO m;
+        PERFORM work_count(m.queue_id, 0, -1, 0, 1, 0);
+        PERFORM work_emit(s, 'scaiqueue.message.completed', m, jsonb_build_object('response', m.response));
+        PERFORM work_count(s.events_queue_id, 1, 0, 1, 0, 0);
+    ELSIF p_action = 'fail' AND m.attempts >= m.max_retries THEN
+        PERFORM work_dead_letter(ARRAY[m.id], p_item->>'reason');
+    ELSIF p_action = 'fail' THEN
+        UPDATE work_messages SET state = 'pending', failure_reason = p_item->>'reason', claim_token = NULL,
+               visible_at = clock_timestamp() + least(300, power(2, greatest(m.attempts - 1, 0))) * interval '1 second',
+               updated_at = clock_timestamp()
+        WHERE id = m.id;
+        PERFORM work_count(m.queue_id, 1, -1, 0, 0, 0);
+    ELSIF p_action = 'release' THEN
+        UPDATE work_messages SET state = 'pending', attempts = greatest(attempts - 1, 0), claim_token = NULL,
+               visible_at = clock_timestamp(), updated_at = clock_timestamp()
+        WHERE id = m.id;
+        PERFORM work_count(m.queue_id, 1, -1, 0, 0, 0);
+    ELSIF p_action = 'extend' THEN
+        UPDATE work_messages
+        SET visible_at = greatest(visible_at, clock_timestamp()) + (p_item->>'seconds')::int * interval '1 second',
+            updated_at = clock_timestamp()
+        WHERE id = m.id;
+    ELSIF p_action = 'cancel' THEN
+        UPDATE work_messages SET state = 'cancelled', claim_token = NULL, ended_at = clock_timestamp(),
+               updated_at = clock_timestamp()
+        WHERE id = m.id;
+        PERFORM work_count(m.queue_id, CASE WHEN v_old = 'pending' THEN -1 ELSE 0 END,
+                           CASE WHEN v_old = 'claimed' THEN -1 ELSE 0 END, 0, 0, 0);
+    ELSE
+        RAISE EXCEPTION USING ERRCODE = 'PB400', DETAIL = 'VALIDATION_ERROR', MESSAGE = 'Unknown action.';
+    END IF;
+    RETURN work_message_doc(m.id);
 END $$;
 
 -- ---- agents' sweeps: bounded, SKIP LOCKED, safe to run twice at once -----------------------------

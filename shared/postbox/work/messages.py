@@ -1,5 +1,6 @@
 """Publish, claim and finish messages: each one SQL function call (`work_publish`, `work_claim`,
-`work_finish` in the migration), whose refusals arrive as typed errors with the surface's codes.
+`work_finish`, `work_finish_batch` in the migration), whose refusals arrive as typed errors with
+the surface's codes.
 
 Claim tokens: every claim hands out a new `claim_token`. complete, fail, release and extend take
 it back (optional for the spec's clients); once a claim ran out and another consumer claimed the
@@ -44,9 +45,8 @@ def finish(principal: Principal, scope_id: str, message_id: str, action: str, it
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     item = {**item, "id": parse_id(message_id, MESSAGE_NOT_FOUND)}
     with db.connection() as conn, db.domain_errors():
-        answer = conn.execute("SELECT work_finish(%s, %s, %s, %s::jsonb, true)",
-                              (tenant_id, scope_id, action, as_json([item]))).fetchone()[0]
-    return answer[0]["message"]
+        return conn.execute("SELECT work_finish(%s, %s, %s, %s::jsonb)",
+                            (tenant_id, scope_id, action, as_json(item))).fetchone()[0]
 
 
 def finish_batch(principal: Principal, scope_id: str, action: str, items: list[dict[str, Any]]) -> list[dict]:
