@@ -368,3 +368,16 @@ def test_batch_fail_dead_letters_after_the_last_attempt_and_ids_act_once(tenant)
     st = _stats(tenant, s, q)
     assert (st["depth_pending"], st["depth_claimed"], st["dead_lettered_total"]) == (1, 0, 1)
     assert _stats(tenant, s, {"id": s["system_queues"]["_dead_letter"]})["depth_pending"] == 1
+
+
+@pytest.mark.parametrize("start_paused", [False, True])
+def test_queue_pause_and_resume_from_either_state(tenant, start_paused):
+    s = _scope(tenant)
+    q = _queue(tenant, s)
+    if start_paused:
+        queues.set_paused(tenant.principal, s["id"], q["id"], True)
+    assert queues.set_paused(tenant.principal, s["id"], q["id"], True)["state"] == "paused"
+    assert queues.set_paused(tenant.principal, s["id"], q["id"], False)["state"] == "active"
+    assert queues.set_paused(tenant.principal, s["id"], q["id"], False)["state"] == "active"
+    _publish(tenant, s, q)
+    assert _stats(tenant, s, q)["depth_pending"] == 1
