@@ -646,7 +646,7 @@ BEGIN
             UPDATE work_messages w SET state = 'completed', response = g.resp, claim_token = NULL,
                    ended_at = clock_timestamp(), updated_at = clock_timestamp()
             FROM given g
-            WHERE w.id = g.id AND w.scope_id = s.id AND w.state = 'claimed'
+            WHERE w.id = g.id AND w.id = ANY (v_ids) AND w.scope_id = s.id AND w.state = 'claimed'
               AND (g.tok IS NULL OR g.tok = w.claim_token::text)
             RETURNING w.*
         ), events AS (
@@ -677,7 +677,7 @@ BEGIN
             UPDATE work_messages w SET state = 'pending', attempts = greatest(w.attempts - 1, 0), claim_token = NULL,
                    visible_at = clock_timestamp(), updated_at = clock_timestamp()
             FROM given g
-            WHERE w.id = g.id AND w.scope_id = s.id AND w.state = 'claimed'
+            WHERE w.id = g.id AND w.id = ANY (v_ids) AND w.scope_id = s.id AND w.state = 'claimed'
               AND (g.tok IS NULL OR g.tok = w.claim_token::text)
             RETURNING w.id, w.queue_id
         )
@@ -708,7 +708,7 @@ BEGIN
                                 + least(300, power(2, greatest(w.attempts - 1, 0))) * interval '1 second',
                    updated_at = clock_timestamp()
             FROM given g
-            WHERE w.id = g.id AND w.scope_id = s.id AND w.state = 'claimed'
+            WHERE w.id = g.id AND w.id = ANY (v_ids) AND w.scope_id = s.id AND w.state = 'claimed'
               AND (g.tok IS NULL OR g.tok = w.claim_token::text) AND w.attempts < w.max_retries
             RETURNING w.id, w.queue_id
         )
