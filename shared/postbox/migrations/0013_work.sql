@@ -613,12 +613,12 @@ END $$;
 -- holds the current claim (state claimed, token matching when given) and acts on it, with one
 -- INSERT for the completed events; the items it did not take are then told why. Each item answers
 -- {id, ok, state} or {id, ok: false, error: {code, message}}, in the order given; an id named twice
--- acts once.
-CREATE FUNCTION work_finish_batch(p_tenant uuid, p_scope uuid, p_action text, p_items jsonb)
+-- acts once. p_ids holds each item's id as a uuid (NULL where it is not one), parsed by the caller.
+CREATE FUNCTION work_finish_batch(p_tenant uuid, p_scope uuid, p_action text, p_items jsonb, p_ids uuid[])
 RETURNS jsonb LANGUAGE plpgsql AS $$
 DECLARE
     s work_scopes;
-    v_ids uuid[];       -- each item's id (NULL when not a UUID), in order
+    v_ids uuid[];       -- each item's id (NULL when not a UUID), in order: p_ids, parsed by the caller
     v_toks text[];
     v_ok uuid[] := '{}';
     v_okq bigint[] := '{}';
@@ -631,10 +631,8 @@ BEGIN
     IF p_action NOT IN ('complete', 'fail', 'release') THEN
         RAISE EXCEPTION USING ERRCODE = 'PB400', DETAIL = 'VALIDATION_ERROR', MESSAGE = 'Unknown batch action.';
     END IF;
-    SELECT array_agg(CASE WHEN x.e->>'id' ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
-                          THEN (x.e->>'id')::uuid END ORDER BY x.ord),
-           array_agg(x.e->>'claim_token' ORDER BY x.ord)
-    INTO v_ids, v_toks
+    v_ids := p_ids;
+    SELECT array_agg(x.e->>'claim_token' ORDER BY x.ord) INTO v_toks
     FROM jsonb_array_elements(p_items) WITH ORDINALITY AS x(e, ord);
 
     IF p_action = 'complete' THEN

@@ -9,6 +9,7 @@ message, the old token no longer matches and the late consumer gets SCAIQUEUE_NO
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from .. import db
@@ -54,6 +55,15 @@ def finish_batch(principal: Principal, scope_id: str, action: str, items: list[d
     {id, ok, state} or {id, ok: false, error: {code, message}}; one refused item spoils none of the others."""
     tenant_id = require(principal, ACTIONS[action])
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
+    ids = [_uuid_or_none(item.get("id")) for item in items]
     with db.connection() as conn, db.domain_errors():
-        return conn.execute("SELECT work_finish_batch(%s, %s, %s, %s::jsonb)",
-                            (tenant_id, scope_id, action, as_json(items))).fetchone()[0]
+        return conn.execute("SELECT work_finish_batch(%s, %s, %s, %s::jsonb, %s::uuid[])",
+                            (tenant_id, scope_id, action, as_json(items), ids)).fetchone()[0]
+
+
+def _uuid_or_none(value: Any) -> uuid.UUID | None:
+    """An item's id as a UUID; one that is not names no message (its item answers not found)."""
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        return None
