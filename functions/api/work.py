@@ -52,16 +52,21 @@ _CODES = {
 }
 
 
+_TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "function-after", "function-before"}
+
+
 def _field_errors(details: dict[str, Any]) -> list[dict[str, str]]:
-    """Pydantic's errors as [{field, message}], the field dotted without the `body`/`query` root."""
-    out = []
+    """Pydantic's errors as [{field, message}], one per field: the field dotted without the
+    `body`/`query` root or the tags pydantic adds for each member of a union (`str`, `dict[…]`)."""
+    out: dict[str, str] = {}
     for e in details.get("errors", ()):
         loc = [str(p) for p in e.get("loc", ())]
         if loc and loc[0] in ("body", "query", "path"):
             loc = loc[1:]
+        loc = [p for p in loc if p not in _TYPE_TAGS and "[" not in p]
         message = "unknown field" if e.get("type") == "extra_forbidden" else e.get("msg", "")
-        out.append({"field": ".".join(loc) or "body", "message": message})
-    return out + list(details.get("fields", ()))
+        out.setdefault(".".join(loc) or "body", message)
+    return [{"field": f, "message": m} for f, m in out.items()] + list(details.get("fields", ()))
 
 
 def envelope(status: int, code: str, message: str, details: dict[str, Any]) -> dict[str, Any]:
@@ -71,6 +76,7 @@ def envelope(status: int, code: str, message: str, details: dict[str, Any]) -> d
         error["details"] = _field_errors(details)
     if "retry_after" in details:
         error["retry_after"] = details["retry_after"]
+        error["details"] = {k: v for k, v in details.items() if k != "retry_after"}
     return {"error": error, "meta": {"request_id": getattr(_request, "id", "")}}
 
 

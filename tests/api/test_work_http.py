@@ -158,6 +158,8 @@ def test_validation_errors_name_fields(api, scope, queue):
     assert fields["surprise"] == "unknown field" and "priority.score" in fields
     err = _error(api.post(f"{q}/messages", json={"priority": {"tier": "urgent"}}), 422, "VALIDATION_ERROR")
     assert {d["field"] for d in err["details"]} == {"body", "priority.tier"}
+    err = _error(api.post(f"{q}/messages", json={"body": 5}), 422, "VALIDATION_ERROR")
+    assert [d["field"] for d in err["details"]] == ["body"]  # one entry, not one per member of str | object
     err = _error(api.post(f"{q}/messages/claim", json={"batch_size": 0}), 422, "VALIDATION_ERROR")
     assert err["details"][0]["field"] == "batch_size"
     _error(api.post(f"{W}/scopes", json={"slug": "Bad Slug"}), 422, "VALIDATION_ERROR")
