@@ -270,7 +270,7 @@ BEGIN
                 UPDATE work_messages SET state = 'pending', visible_at = clock_timestamp(), claim_token = NULL,
                        failure_reason = 'visibility timeout', updated_at = clock_timestamp()
                 WHERE id = ANY (v_back) RETURNING queue_id
-            ) SELECT queue_id, count(*) AS n FROM moved GROUP BY queue_id
+            ) SELECT queue_id, count(*) AS n FROM moved GROUP BY queue_id ORDER BY queue_id
         LOOP
             PERFORM work_count(r.queue_id, r.n, -r.n, 0, 0, 0);
         END LOOP;
@@ -534,7 +534,7 @@ BEGIN
             RETURNING d.queue_id, d.state
         )
         SELECT queue_id, count(*) FILTER (WHERE state = 'pending') AS p, count(*) FILTER (WHERE state = 'claimed') AS c
-        FROM ended GROUP BY queue_id
+        FROM ended GROUP BY queue_id ORDER BY queue_id
     LOOP
         PERFORM work_count(r.queue_id, -r.p, -r.c, 0, 0, 0);
         n := n + r.p + r.c;
