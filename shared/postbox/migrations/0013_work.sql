@@ -44,6 +44,7 @@ CREATE TABLE work_queues (
     visibility_timeout_s int NOT NULL DEFAULT 30,
     max_retries          int NOT NULL DEFAULT 3,
     ttl_seconds          int,
+    recovered_at         timestamptz NOT NULL DEFAULT '-infinity',  -- a claim's last look for expired claims
     created_at           timestamptz NOT NULL DEFAULT clock_timestamp(),
     updated_at           timestamptz NOT NULL DEFAULT clock_timestamp(),
     UNIQUE (scope_id, slug)
@@ -397,7 +398,8 @@ END $$;
 
 -- Claim up to p_n messages in the queue's order for p_vt seconds (each message's own
 -- visibility_timeout_s when NULL). A paused queue, or a paused or archived scope, claims nothing.
--- Claims of this queue whose time ran out are recovered first, so claims never wait for the agent.
+-- Claims of this queue whose time ran out are recovered first (at most once a second per queue),
+-- so claims never wait for the agent.
 CREATE FUNCTION work_claim(p_tenant uuid, p_scope uuid, p_queue uuid, p_n int, p_vt int, p_claimer text)
 RETURNS json LANGUAGE plpgsql AS $$
 DECLARE
@@ -413,9 +415,17 @@ BEGIN
     IF s.state IN ('paused', 'archived') OR q.state = 'paused' THEN
         RETURN '[]'::json;
     END IF;
-    IF EXISTS (SELECT 1 FROM work_messages WHERE queue_id = q.id AND state = 'claimed'
-               AND visible_at <= clock_timestamp()) THEN
-        PERFORM work_recover(q.id, 1000);
+    -- Expired claims of this queue come back here, not by the agent: one claim a second per queue
+    -- looks for them (the others skip the queue row it holds), so a claim that ran out is
+    -- claimable again within a second, and claims do not each walk the claimed index's dead entries.
+    IF q.recovered_at < clock_timestamp() - interval '1 second' THEN
+        UPDATE work_queues SET recovered_at = clock_timestamp()
+        WHERE id = (SELECT x.id FROM work_queues x WHERE x.id = q.id FOR UPDATE SKIP LOCKED)
+          AND recovered_at < clock_timestamp() - interval '1 second';
+        IF FOUND AND EXISTS (SELECT 1 FROM work_messages WHERE queue_id = q.id AND state = 'claimed'
+                             AND visible_at <= clock_timestamp()) THEN
+            PERFORM work_recover(q.id, 1000);
+        END IF;
     END IF;
     SELECT array_agg(c.ctid) INTO v_ids FROM (
         SELECT x.ctid FROM work_messages x
