@@ -34,6 +34,7 @@ bench: install
 	$(BIN)/python bench/flows.py
 	$(BIN)/python bench/durable.py
 	$(BIN)/python bench/gateway.py
+	$(BIN)/python bench/work.py
 
 layers: install
 	$(BIN)/python layers/build.py

@@ -46,6 +46,8 @@ def _rows(function: str, *pairs: tuple[str, str]) -> list[Route]:
 
 
 QUEUES = "/api/v1/queues"
+WORK = "/v1/modules/scaiqueue"
+WORK_QUEUE = WORK + "/scopes/{scope_id}/queues/{queue_id}"
 
 ROUTES: tuple[Route, ...] = tuple(
     []
@@ -114,6 +116,32 @@ ROUTES: tuple[Route, ...] = tuple(
         ("POST", "/streams/v1/state/due"),
         ("POST", "/streams/v1/cycle"),
     )
+    + _rows(
+        "work",
+        ("POST", WORK + "/scopes"),
+        ("GET", WORK + "/scopes"),
+        ("GET", WORK + "/scopes/{scope_id}"),
+        ("DELETE", WORK + "/scopes/{scope_id}"),
+        *[("POST", WORK + "/scopes/{scope_id}/" + action)
+          for action in ("pause", "resume", "drain", "archive", "unarchive")],
+        ("POST", WORK + "/scopes/{scope_id}/queues"),
+        ("GET", WORK + "/scopes/{scope_id}/queues"),
+        ("GET", WORK_QUEUE),
+        ("DELETE", WORK_QUEUE),
+        ("GET", WORK_QUEUE + "/stats"),
+        ("POST", WORK_QUEUE + "/pause"),
+        ("POST", WORK_QUEUE + "/resume"),
+        ("POST", WORK_QUEUE + "/messages"),
+        ("GET", WORK_QUEUE + "/messages"),
+        ("POST", WORK_QUEUE + "/messages/claim"),
+        ("GET", WORK_QUEUE + "/messages/{msg_id}"),
+        ("GET", WORK + "/scopes/{scope_id}/messages"),
+        *[("POST", WORK + "/scopes/{scope_id}/messages/{msg_id}/" + action)
+          for action in ("complete", "fail", "release", "extend", "cancel")],
+        *[("POST", WORK + "/scopes/{scope_id}/messages/" + action + "-batch")
+          for action in ("complete", "fail", "release")],
+        ("GET", WORK + "/system-agents"),
+    )
     # (each surface adds its own `+ _rows("<function>", ...)` block above this line)
 )
 
@@ -124,6 +152,7 @@ FUNCTIONS: dict[str, str] = {
     "durable": "functions.api.durable.handler",
     "partitioned": "functions.api.partitioned.handler",
     "flows": "functions.api.flows.handler",
+    "work": "functions.api.work.handler",
     # (each surface adds its function above this line)
 }
 

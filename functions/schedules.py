@@ -81,5 +81,42 @@ AGENTS: tuple[Agent, ...] = (
         " partitions that went quiet, even when no worker is up.",
         local_every_seconds=5,
     ),
+    Agent(
+        "work-visibility-timeout",
+        "functions.agents.work.visibility_timeout",
+        60,
+        "Work surface: claims whose visibility timeout ran out go back to pending (or to the dead"
+        " letter after their last attempt). Claims recover their own queue first, so nothing waits on it.",
+        local_every_seconds=1,
+    ),
+    Agent(
+        "work-expiry",
+        "functions.agents.work.expiry",
+        60,
+        "Work surface: pending or claimed messages past their ttl_seconds or deadline end as expired.",
+        local_every_seconds=5,
+    ),
+    Agent(
+        "work-priority-aging",
+        "functions.agents.work.priority_aging",
+        60,
+        "Work surface: waiting messages of priority queues rise about one tier per ten minutes, up to"
+        " the top of the high tier.",
+        local_every_seconds=10,
+    ),
+    Agent(
+        "work-dead-letter-monitor",
+        "functions.agents.work.dead_letter_monitor",
+        60,
+        "Work surface: one alert event per scope whose dead-letter depth reaches its threshold.",
+        local_every_seconds=30,
+    ),
+    Agent(
+        "work-archiver",
+        "functions.agents.work.archiver",
+        300,
+        "Work surface: deletes ended messages past their scope's retention, in bounded batches.",
+        local_every_seconds=60,
+    ),
     # (each surface adds its agents above this line)
 )

@@ -7,12 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from functions.observability import instrument
+from postbox.agents import recorded
 from postbox.durable import service
 
 logger, metrics, lambda_handler = instrument("durable-expiry")
 
 
 @lambda_handler
+@recorded("durable-expiry")
 def handler(event: dict, context: Any) -> dict:
     removed = 0
     for _ in range(20):  # bounded: at most 20 batches per run

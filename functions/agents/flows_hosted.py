@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from functions.observability import instrument
+from postbox.agents import recorded
 from postbox.flows import hosted
 
 logger, metrics, lambda_handler = instrument("flows-hosted")
@@ -14,6 +15,7 @@ BUDGET_S = 40.0  # well inside the function's timeout; the next run picks up the
 
 
 @lambda_handler
+@recorded("flows-hosted", count="messages")
 def handler(event: dict, context: Any) -> dict:
     budget = BUDGET_S
     if context is not None and hasattr(context, "get_remaining_time_in_millis"):

@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from functions.observability import instrument
+from postbox.agents import recorded
 from postbox.partitioned import maintenance
 
 logger, metrics, lambda_handler = instrument("partitioned-maintenance")
 
 
 @lambda_handler
+@recorded("partitioned-maintenance")
 def handler(event: dict, context: Any) -> dict:
     leases = maintenance.sweep_leases()
     removed = maintenance.sweep_retention()

@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from functions.observability import instrument
+from postbox.agents import recorded
 from postbox.streams import lifecycle
 
 logger, metrics, lambda_handler = instrument("streams-retention")
 
 
 @lambda_handler
+@recorded("streams-retention")
 def handler(event: dict, context: Any) -> dict:
     removed = lifecycle.sweep_retention()
     metrics.add_metric(name="StreamMessagesRemoved", unit="Count", value=removed)

@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from functions.observability import instrument
+from postbox.agents import recorded
 from postbox.streams import lifecycle
 
 logger, metrics, lambda_handler = instrument("streams-schedules")
 
 
 @lambda_handler
+@recorded("streams-schedules")
 def handler(event: dict, context: Any) -> dict:
     done = lifecycle.sweep_schedules()
     metrics.add_metric(name="StreamMessagesMadeAvailable", unit="Count", value=done["available"])

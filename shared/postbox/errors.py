@@ -51,6 +51,12 @@ class TooLarge(PostboxError):
     status, code = 413, "too_large"
 
 
+class Unprocessable(PostboxError):
+    """Well-formed but invalid input, where a surface answers 422 (its validation status)."""
+
+    status, code = 422, "validation"
+
+
 class LimitExceeded(PostboxError):
     """A plan or quota limit (403 on most surfaces)."""
 
@@ -71,6 +77,8 @@ _BY_SQLSTATE: dict[str, type[PostboxError]] = {
     "PB404": NotFound,
     "PB409": Conflict,
     "PB413": TooLarge,
+    "PB422": Unprocessable,
+    "PB429": TooManyRequests,
 }
 
 

@@ -1,0 +1,333 @@
+"""The work surface against the queues surface, measured in one run on one embedded PostgreSQL.
+
+    .venv/bin/python bench/work.py [--quick] [--fast]
+
+Both surfaces run on the message engine; the queues surface is the reference. Every line runs the
+same workload (2 threads, one connection each, small JSON messages) through both domain layers
+(and over HTTP through the local gateway) and prints both figures and their ratio (work / queues,
+above 1 is better). See bench/README.md for what each line means.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import psycopg  # noqa: E402
+
+from bench import common  # noqa: E402
+
+CLIENTS = 2
+BATCH = 100
+VT = 60
+GOAL_FLAT = 1.5
+
+
+@dataclass(frozen=True)
+class Scale:
+    single: int  # published one per call
+    batched: int  # drained with claim(100) + one batch complete
+    http: int  # the same two over HTTP
+    small: int  # pending messages of the small priority-claim latency run
+    large: int  # and of the large one
+    samples: int  # claim(1)+complete calls timed at each backlog
+
+
+FULL = Scale(single=5_000, batched=100_000, http=5_000, small=1_000, large=1_000_000, samples=500)
+QUICK = Scale(single=1_000, batched=10_000, http=1_000, small=1_000, large=100_000, samples=200)
+
+# A backlog written straight into the tables (what publish would write, without its call per message).
+WORK_FILL = """
+WITH made AS (
+    INSERT INTO work_messages (queue_id, scope_id, tenant_id, rank, visible_at, tier, score, body, max_retries,
+                               visibility_timeout_s)
+    SELECT %(q)s, %(s)s, %(t)s, CASE WHEN %(priority)s THEN (g %% 5) * 1024 + (1000 - g %% 1001) ELSE 0 END,
+           clock_timestamp(), g %% 5, g %% 1001, jsonb_build_object('to', 'a@example.com', 'n', g), 3, 30
+    FROM generate_series(1, %(n)s) AS g
+    RETURNING 1
+)
+SELECT work_count(%(q)s, count(*), 0, count(*), 0, 0) FROM made
+"""
+QUEUES_FILL = """
+INSERT INTO queue_messages (queue_id, vt, message, size)
+SELECT %(q)s, clock_timestamp(), m, octet_length(m::text)
+FROM (SELECT jsonb_build_object('to', 'a@example.com', 'n', g) AS m FROM generate_series(1, %(n)s) AS g) s
+"""
+TABLES = ("work_messages", "work_queue_counters", "queue_messages", "queue_archive")
+
+
+class WorkClient:
+    """The work surface's domain layer, called as its handler calls it."""
+
+    def __init__(self, principal: Any, scope: str, queue: str) -> None:
+        from postbox.work import messages
+
+        self.messages, self.principal, self.scope, self.queue = messages, principal, scope, queue
+
+    def send(self, msg: Any) -> str:
+        return self.messages.publish(self.principal, self.scope, self.queue, {"body": msg})[0]["id"]
+
+    def take(self, qty: int) -> list[str]:
+        claimed = self.messages.claim(self.principal, self.scope, self.queue, qty, VT)
+        if not claimed:
+            return []
+        items = [{"id": m["id"], "claim_token": m["claim_token"]} for m in claimed]
+        return [d["id"] for d in self.messages.finish_batch(self.principal, self.scope, "complete", items) if d["ok"]]
+
+    def close(self) -> None:
+        pass
+
+
+class QueuesClient:
+    """The queues surface's domain layer: send, and read + archive."""
+
+    def __init__(self, principal: Any, queue: str) -> None:
+        from postbox.queues import service
+
+        self.service, self.principal, self.queue = service, principal, queue
+
+    def send(self, msg: Any) -> int:
+        return self.service.send_messages(self.principal, self.queue, [msg])[0]
+
+    def take(self, qty: int) -> list[int]:
+        ids = [m["msg_id"] for m in self.service.read_messages(self.principal, self.queue, qty, VT)]
+        return self.service.archive_messages(self.principal, self.queue, ids) if ids else []
+
+    def close(self) -> None:
+        pass
+
+
+class HttpWork:
+    def __init__(self, base_url: str, key: str, scope: str, queue: str) -> None:
+        from tests.support.http import client
+
+        self.http = client(base_url, key)
+        self.scope = f"/v1/modules/scaiqueue/scopes/{scope}"
+        self.queue = f"{self.scope}/queues/{queue}"
+
+    def _post(self, path: str, body: dict) -> Any:
+        response = self.http.post(path, json=body)
+        response.raise_for_status()
+        return response.json()["data"]
+
+    def send(self, msg: Any) -> str:
+        return self._post(f"{self.queue}/messages", {"body": msg})["id"]
+
+    def take(self, qty: int) -> list[str]:
+        claimed = self._post(f"{self.queue}/messages/claim", {"batch_size": qty, "visibility_timeout_s": VT})
+        if not claimed:
+            return []
+        items = [{"id": m["id"], "claim_token": m["claim_token"]} for m in claimed]
+        return [d["id"] for d in self._post(f"{self.scope}/messages/complete-batch", {"items": items}) if d["ok"]]
+
+    def close(self) -> None:
+        self.http.close()
+
+
+class HttpQueues:
+    def __init__(self, base_url: str, key: str, queue: str) -> None:
+        from tests.support.http import client
+
+        self.http = client(base_url, key)
+        self.path = f"/api/v1/queues/{queue}"
+
+    def _post(self, op: str, body: dict) -> dict:
+        response = self.http.post(f"{self.path}/{op}", json=body)
+        response.raise_for_status()
+        return response.json()
+
+    def send(self, msg: Any) -> int:
+        return self._post("send", {"message": msg})["msg_id"]
+
+    def take(self, qty: int) -> list[int]:
+        ids = [m["msg_id"] for m in self._post("read", {"qty": qty, "vt": VT})["messages"]]
+        return self._post("archive", {"msg_ids": ids})["archived"] if ids else []
+
+    def close(self) -> None:
+        self.http.close()
+
+
+def send_all(make_client, total: int) -> tuple[float, int]:
+    share = total // CLIENTS
+
+    def work(client, i: int) -> int:
+        for k in range(share):
+            client.send({"to": "a@example.com", "n": i * share + k})
+        return share
+
+    seconds, results = common.run_clients(CLIENTS, make_client, work)
+    return seconds, sum(results)
+
+
+def drain(make_client, qty: int) -> tuple[float, list]:
+    def work(client, _: int) -> list:
+        done: list = []
+        while ids := client.take(qty):
+            done.extend(ids)
+        return done
+
+    seconds, results = common.run_clients(CLIENTS, make_client, work)
+    return seconds, [i for r in results for i in r]
+
+
+class Bench:
+    def __init__(self, url: str, scale: Scale) -> None:
+        from postbox import db
+        from postbox.queues import service
+        from postbox.work import queues, scopes
+
+        self.url, self.scale, self.table = url, scale, common.Table()
+        self.tenant, self.key, self.principal = common.bench_tenant(url)
+        service.create_queue(self.principal, "bench", {})
+        self.queues_id = self._sql("SELECT id FROM queues WHERE name = 'bench'")[0]
+        self.scope = scopes.create_scope(self.principal, {"slug": "bench"})["id"]
+        self.loud = scopes.create_scope(self.principal, {"slug": "loud", "emit_events": ["published", "claimed"]})["id"]
+        self.fifo = queues.create_queue(self.principal, self.scope, {"slug": "fifo"})["id"]
+        self.loud_fifo = queues.create_queue(self.principal, self.loud, {"slug": "fifo"})["id"]
+        self.prio = queues.create_queue(self.principal, self.scope, {"slug": "prio", "ordering": "priority"})["id"]
+        db.pool().wait()
+        self.figures: dict[str, float] = {}
+
+    def _sql(self, statement: str, **params: Any) -> tuple | None:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            cur = conn.execute(statement, params)
+            return cur.fetchone() if cur.description else None
+
+    def _queue_pk(self, queue: str) -> int:
+        return self._sql("SELECT id FROM work_queues WHERE queue_id = %(q)s", q=queue)[0]
+
+    def _fill_work(self, scope: str, queue: str, n: int, priority: bool = False) -> None:
+        self._sql(WORK_FILL, q=self._queue_pk(queue), s=scope, t=self.tenant, n=n, priority=priority)
+
+    def _settle(self) -> None:
+        common.vacuum_analyze(self.url, *TABLES)
+        common.checkpoint(self.url)
+
+    def _pair(self, label: str, n: int, ours: tuple[float, int], theirs: tuple[float, int], note: str = "") -> float:
+        ours_rate, theirs_rate = ours[1] / ours[0], theirs[1] / theirs[0]
+        self.table.row(label, n, f"{ours_rate:,.0f}/s", f"{theirs_rate:,.0f}/s", ours_rate / theirs_rate, note)
+        return ours_rate / theirs_rate
+
+    def single_publish(self) -> None:
+        n = self.scale.single
+        self._settle()
+        ours = send_all(lambda: WorkClient(self.principal, self.scope, self.fifo), n)
+        self._settle()
+        theirs = send_all(lambda: QueuesClient(self.principal, "bench"), n)
+        self.figures["publish"] = self._pair("a. publish, one per call, domain", n, ours, theirs,
+                                             "reference = queues send")
+        self._drain_both()
+
+    def _drain_both(self) -> None:
+        drain(lambda: WorkClient(self.principal, self.scope, self.fifo), BATCH)
+        drain(lambda: QueuesClient(self.principal, "bench"), BATCH)
+
+    def claim_complete(self) -> None:
+        n = self.scale.batched
+        self._fill_work(self.scope, self.fifo, n)
+        self._sql(QUEUES_FILL, q=self.queues_id, n=n)
+        self._settle()
+        seconds, done = drain(lambda: WorkClient(self.principal, self.scope, self.fifo), BATCH)
+        ok = len(set(done)) == len(done) == n
+        self._settle()
+        theirs = drain(lambda: QueuesClient(self.principal, "bench"), BATCH)
+        self.figures["claim"] = self._pair(f"b. claim({BATCH})+complete batch, domain", n, (seconds, len(done)),
+                                           (theirs[0], len(theirs[1])), "reference = queues read(100)+archive")
+        print(f"   every message completed exactly once: {'OK' if ok else 'FAILED'}", flush=True)
+
+    def http(self) -> None:
+        from tests.support.http import GatewayServer
+
+        n = self.scale.http
+        gateway = GatewayServer().start()
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):  # Powertools prints disabled metrics
+                self._settle()
+                ours = send_all(lambda: HttpWork(gateway.url, self.key, self.scope, self.fifo), n)
+                self._settle()
+                theirs = send_all(lambda: HttpQueues(gateway.url, self.key, "bench"), n)
+                self._settle()
+                ours_take = drain(lambda: HttpWork(gateway.url, self.key, self.scope, self.fifo), BATCH)
+                self._settle()
+                theirs_take = drain(lambda: HttpQueues(gateway.url, self.key, "bench"), BATCH)
+        finally:
+            gateway.stop()
+        self.figures["publish_http"] = self._pair("c. publish, one per call, HTTP", n, ours, theirs,
+                                                  "reference = queues send over HTTP")
+        self.figures["claim_http"] = self._pair(
+            f"c. claim({BATCH})+complete batch, HTTP", n, (ours_take[0], len(ours_take[1])),
+            (theirs_take[0], len(theirs_take[1])), "reference = queues read(100)+archive over HTTP")
+
+    def events(self) -> None:
+        """What the optional published and claimed events cost: the same work in a scope that asks."""
+        n = self.scale.single
+        self._settle()
+        loud = send_all(lambda: WorkClient(self.principal, self.loud, self.loud_fifo), n)
+        self._settle()
+        quiet = send_all(lambda: WorkClient(self.principal, self.scope, self.fifo), n)
+        self._pair("d. publish with published events", n, loud, quiet, "reference = the same without events")
+        self._settle()
+        loud_take = drain(lambda: WorkClient(self.principal, self.loud, self.loud_fifo), BATCH)
+        self._settle()
+        quiet_take = drain(lambda: WorkClient(self.principal, self.scope, self.fifo), BATCH)
+        self._pair(f"d. claim({BATCH})+complete with claimed events", n, (loud_take[0], len(loud_take[1])),
+                   (quiet_take[0], len(quiet_take[1])), "reference = the same without")
+
+    def priority_latency(self) -> None:
+        s = self.scale
+        p50: dict[int, float] = {}
+        waiting = 0
+        for size in (s.small, s.large):
+            self._fill_work(self.scope, self.prio, size - waiting, priority=True)
+            self._settle()
+            client = WorkClient(self.principal, self.scope, self.prio)
+            times = []
+            for _ in range(s.samples):
+                t0 = time.perf_counter()
+                client.take(1)
+                times.append(time.perf_counter() - t0)
+            waiting = size - s.samples
+            p50[size] = common.p50_ms(times)
+            self.table.row(f"e. priority claim(1)+complete p50, {size:,}", s.samples, f"{p50[size]:.2f} ms",
+                           f"{p50[s.small]:.2f} ms", p50[size] / p50[s.small],
+                           f"p90 {common.quantile_ms(times, 0.9):.2f} ms; reference = the {s.small:,} backlog")
+        self.figures["flat"] = p50[s.large] / p50[s.small]
+
+    def summary(self) -> None:
+        f = self.figures
+        print("\nGoals (informational):")
+        for goal, ok, got in (
+            ("publish >= 1.0x queues send (domain)", f["publish"] >= 1.0, f"{f['publish']:.2f}x"),
+            ("claim+complete >= 1.0x read+archive (domain)", f["claim"] >= 1.0, f"{f['claim']:.2f}x"),
+            (f"priority claim flat, large/small p50 <= {GOAL_FLAT}", f["flat"] <= GOAL_FLAT, f"{f['flat']:.2f}"),
+        ):
+            print(f"  {'PASS' if ok else 'MISS'}  {goal:<48} {got}")
+        print(f"  (HTTP: publish {f['publish_http']:.2f}x, claim+complete {f['claim_http']:.2f}x)")
+
+
+def main() -> None:
+    def run(args, url: str) -> None:
+        print(f"Postbox work surface vs the queues surface ({'quick' if args.quick else 'full'} run)")
+        print(f"clients: {CLIENTS} threads, one connection each; ratio = work / reference\n")
+        bench = Bench(url, QUICK if args.quick else FULL)
+        bench.table.header()
+        bench.single_publish()
+        bench.claim_complete()
+        bench.http()
+        bench.events()
+        bench.priority_latency()
+        bench.summary()
+
+    common.bench_main(__doc__, CLIENTS, run, "every count ~5-10x smaller (a minute or two)")
+
+
+if __name__ == "__main__":
+    main()

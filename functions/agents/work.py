@@ -1,0 +1,42 @@
+"""Agents of the work surface: visibility timeout, expiry, priority aging, dead-letter monitor and
+archiver, each a bounded sweep (`postbox.work.sweeps`) recorded in `agent_runs`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from functions.observability import instrument
+from postbox.agents import recorded
+from postbox.work import sweeps
+
+logger, metrics, lambda_handler = instrument("work-agents")
+
+
+@lambda_handler
+@recorded("work-visibility-timeout")
+def visibility_timeout(event: dict, context: Any) -> dict:
+    return {"recovered": sweeps.recover_claims()}
+
+
+@lambda_handler
+@recorded("work-expiry")
+def expiry(event: dict, context: Any) -> dict:
+    return {"expired": sweeps.expire()}
+
+
+@lambda_handler
+@recorded("work-priority-aging")
+def priority_aging(event: dict, context: Any) -> dict:
+    return {"aged": sweeps.age_priorities()}
+
+
+@lambda_handler
+@recorded("work-dead-letter-monitor")
+def dead_letter_monitor(event: dict, context: Any) -> dict:
+    return {"alerts": sweeps.watch_dead_letters()}
+
+
+@lambda_handler
+@recorded("work-archiver")
+def archiver(event: dict, context: Any) -> dict:
+    return {"archived": sweeps.archive()}

@@ -1,0 +1,115 @@
+"""The one agent-run recorder: every system agent's runs counted the same way.
+
+`recorded(name)` wraps an agent's run: it marks the agent running, times the run, and adds to its
+row of `agent_runs` (runs, processed, errors, last run, duration, last error). What a run processed
+is the sum of the integer values of the dict it returns (or the integer it returns). A failure to
+record never fails the agent; an agent's own failure is recorded, then raised again.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from . import db
+
+log = logging.getLogger("postbox.agents")
+F = TypeVar("F", bound=Callable[..., Any])
+
+_START = """
+INSERT INTO agent_runs AS a (agent, running_since) VALUES (%s, clock_timestamp())
+ON CONFLICT (agent) DO UPDATE SET running_since = clock_timestamp()
+"""
+
+_FINISH = """
+INSERT INTO agent_runs AS a (agent, total_runs, total_processed, total_errors, last_run_at, last_run_duration_ms,
+                             last_error, last_error_at)
+VALUES (%(a)s, 1, %(n)s, %(e)s, clock_timestamp(), %(ms)s, %(err)s, CASE WHEN %(e)s = 1 THEN clock_timestamp() END)
+ON CONFLICT (agent) DO UPDATE SET
+    total_runs = a.total_runs + 1,
+    total_processed = a.total_processed + excluded.total_processed,
+    total_errors = a.total_errors + excluded.total_errors,
+    last_run_at = excluded.last_run_at,
+    last_run_duration_ms = excluded.last_run_duration_ms,
+    last_error = coalesce(excluded.last_error, a.last_error),
+    last_error_at = coalesce(excluded.last_error_at, a.last_error_at),
+    running_since = NULL
+"""
+
+_STATUS = """
+SELECT agent, total_runs, total_processed, total_errors, last_run_at, last_run_duration_ms, last_error,
+       last_error_at, running_since FROM agent_runs WHERE agent = ANY(%s)
+"""
+
+
+def processed(result: Any, key: str | None = None) -> int:
+    """How many items a run processed: an int, the result dict's `key`, or the sum of its integer values."""
+    if key is not None and isinstance(result, dict):
+        return processed(result.get(key, 0))
+    if isinstance(result, bool):
+        return 0
+    if isinstance(result, int):
+        return result
+    if isinstance(result, dict):
+        return sum(v for v in result.values() if isinstance(v, int) and not isinstance(v, bool))
+    return 0
+
+
+def _write(statement: str, params: Any) -> None:
+    try:
+        with db.connection() as conn:
+            conn.execute(statement, params)
+    except Exception:  # recording must never be why an agent fails
+        log.exception("could not record an agent run")
+
+
+def recorded(name: str, *, count: str | None = None) -> Callable[[F], F]:
+    """Decorate an agent's handler so each of its runs lands in `agent_runs` under `name` (`count`
+    names the result's key that says what it processed, when the sum of its numbers would not)."""
+
+    def wrap(fn: F) -> F:
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            _write(_START, (name,))
+            started = time.monotonic()
+            try:
+                result = fn(*args, **kwargs)
+            except Exception as e:
+                ms = int((time.monotonic() - started) * 1000)
+                _write(_FINISH, {"a": name, "n": 0, "e": 1, "ms": ms, "err": f"{type(e).__name__}: {e}"[:1000]})
+                raise
+            ms = int((time.monotonic() - started) * 1000)
+            _write(_FINISH, {"a": name, "n": processed(result, count), "e": 0, "ms": ms, "err": None})
+            return result
+
+        return run  # type: ignore[return-value]
+
+    return wrap
+
+
+def status(names: Iterable[str]) -> list[dict[str, Any]]:
+    """Each named agent's record, in the order given; an agent that never ran shows zeros."""
+    names = list(names)
+    with db.connection() as conn:
+        rows = {r[0]: r for r in conn.execute(_STATUS, (names,)).fetchall()}
+    out = []
+    for name in names:
+        row = rows.get(name)
+        if row is None:
+            out.append({"name": name, "status": "never_run", "total_runs": 0, "total_processed": 0,
+                        "total_errors": 0, "last_run_at": None, "last_run_duration_ms": None, "last_error": None})
+            continue
+        _, runs, done, errs, last_at, ms, last_error, error_at, running = row
+        if running is not None:
+            state = "running"
+        elif error_at is not None and last_at is not None and error_at >= last_at:
+            state = "error"
+        else:
+            state = "healthy" if runs else "never_run"
+        out.append({"name": name, "status": state, "total_runs": runs, "total_processed": done, "total_errors": errs,
+                    "last_run_at": last_at.isoformat() if last_at else None, "last_run_duration_ms": ms,
+                    "last_error": last_error})
+    return out

@@ -1,0 +1,72 @@
+"""Reading messages: by state with cursor pages, one in full, and a correlation chain."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import db
+from ..tenancy import Principal, require
+from .common import MESSAGE_NOT_FOUND, QUEUE_NOT_FOUND, SCOPE_NOT_FOUND, VIEW, decode_cursor, missing, page, parse_id
+
+STATES = ("pending", "claimed", "completed", "failed", "dead_lettered", "cancelled", "expired")
+CHAIN_LIMIT = 1000
+
+_LIST = """
+SELECT m.seq, row_to_json(d)
+FROM work_messages m JOIN work_message_docs d ON d.id = m.id
+WHERE m.queue_id = (SELECT work_queue_of(%(s)s, %(q)s)).id AND m.state = %(state)s AND m.seq > %(after)s
+ORDER BY m.seq LIMIT %(n)s
+"""
+
+_ONE = """
+SELECT row_to_json(d) FROM work_message_docs d
+WHERE d.id = %(m)s AND d.queue_id = (SELECT work_queue_of(%(s)s, %(q)s)).queue_id
+"""
+
+_CHAIN = """
+SELECT row_to_json(d)
+FROM work_messages m JOIN work_message_docs d ON d.id = m.id
+WHERE m.scope_id = (SELECT work_scope_of(%(t)s, %(s)s)).id AND m.correlation_id = %(c)s
+ORDER BY m.seq LIMIT %(n)s
+"""
+
+
+def _check_scope(conn, tenant_id: str, scope_id: str) -> None:
+    with db.domain_errors():
+        conn.execute("SELECT work_scope_of(%s, %s)", (tenant_id, scope_id))
+
+
+def list_messages(principal: Principal, scope_id: str, queue_id: str, state: str, limit: int = 50,
+                  cursor: str | None = None) -> tuple[list[dict], str | None]:
+    tenant_id = require(principal, VIEW)
+    scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
+    after = decode_cursor(cursor) or 0
+    with db.transaction() as conn:
+        _check_scope(conn, tenant_id, scope_id)
+        with db.domain_errors():
+            rows = conn.execute(_LIST, {"s": scope_id, "q": queue_id, "state": state, "after": int(after),
+                                        "n": limit + 1}).fetchall()
+    rows, nxt = page(rows, limit, lambda r: r[0])
+    return [r[1] for r in rows], nxt
+
+
+def get_message(principal: Principal, scope_id: str, queue_id: str, message_id: str) -> dict[str, Any]:
+    tenant_id = require(principal, VIEW)
+    scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
+    message_id = parse_id(message_id, MESSAGE_NOT_FOUND)
+    with db.transaction() as conn:
+        _check_scope(conn, tenant_id, scope_id)
+        with db.domain_errors():
+            row = conn.execute(_ONE, {"s": scope_id, "q": queue_id, "m": message_id}).fetchone()
+    if row is None:
+        raise missing(MESSAGE_NOT_FOUND)
+    return row[0]
+
+
+def correlation_chain(principal: Principal, scope_id: str, correlation_id: str) -> list[dict[str, Any]]:
+    """Every message of the scope carrying this correlation id, oldest first (at most CHAIN_LIMIT)."""
+    tenant_id = require(principal, VIEW)
+    scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
+    with db.connection() as conn, db.domain_errors():
+        rows = conn.execute(_CHAIN, {"t": tenant_id, "s": scope_id, "c": correlation_id, "n": CHAIN_LIMIT}).fetchall()
+    return [r[0] for r in rows]

@@ -1,0 +1,69 @@
+"""Publish, claim and finish messages: each one SQL function call (`work_publish`, `work_claim`,
+`work_finish`, `work_finish_batch` in the migration), whose refusals arrive as typed errors with
+the surface's codes.
+
+Claim tokens: every claim hands out a new `claim_token`. complete, fail, release and extend take
+it back (optional for the spec's clients); once a claim ran out and another consumer claimed the
+message, the old token no longer matches and the late consumer gets SCAIQUEUE_NOT_CLAIMED.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from .. import db
+from ..tenancy import Principal, require
+from .common import CONSUME, MANAGE, MESSAGE_NOT_FOUND, PUBLISH, QUEUE_NOT_FOUND, SCOPE_NOT_FOUND, as_json, parse_id
+
+ACTIONS = {"complete": CONSUME, "fail": CONSUME, "release": CONSUME, "extend": CONSUME, "cancel": MANAGE}
+
+
+def publish(principal: Principal, scope_id: str, queue_id: str, message: dict[str, Any]) -> tuple[dict, bool]:
+    """(the message, whether it replays an earlier publish with the same idempotency key)."""
+    tenant_id = require(principal, PUBLISH)
+    scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
+    with db.connection() as conn, db.domain_errors():
+        answer = conn.execute("SELECT work_publish(%s, %s, %s, %s::jsonb, %s)",
+                              (tenant_id, scope_id, queue_id, as_json(message), principal.key_id)).fetchone()[0]
+    return answer["message"], answer["replayed"]
+
+
+def claim(principal: Principal, scope_id: str, queue_id: str, batch_size: int,
+          visibility_timeout_s: int | None) -> list[dict[str, Any]]:
+    """Up to `batch_size` messages in the queue's order, each with its claim token."""
+    tenant_id = require(principal, CONSUME)
+    scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
+    with db.connection() as conn, db.domain_errors():
+        return conn.execute("SELECT work_claim(%s, %s, %s, %s, %s, %s)",
+                            (tenant_id, scope_id, queue_id, batch_size, visibility_timeout_s,
+                             principal.key_id)).fetchone()[0]
+
+
+def finish(principal: Principal, scope_id: str, message_id: str, action: str, item: dict[str, Any]) -> dict:
+    """complete | fail | release | extend | cancel one message; a refusal raises its error."""
+    tenant_id = require(principal, ACTIONS[action])
+    scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
+    item = {**item, "id": parse_id(message_id, MESSAGE_NOT_FOUND)}
+    with db.connection() as conn, db.domain_errors():
+        return conn.execute("SELECT work_finish(%s, %s, %s, %s::jsonb)",
+                            (tenant_id, scope_id, action, as_json(item))).fetchone()[0]
+
+
+def finish_batch(principal: Principal, scope_id: str, action: str, items: list[dict[str, Any]]) -> list[dict]:
+    """The batch extension: one call for many claimed messages, in one transaction. Each item answers
+    {id, ok, state} or {id, ok: false, error: {code, message}}; one refused item spoils none of the others."""
+    tenant_id = require(principal, ACTIONS[action])
+    scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
+    ids = [_uuid_or_none(item.get("id")) for item in items]
+    with db.connection() as conn, db.domain_errors():
+        return conn.execute("SELECT work_finish_batch(%s, %s, %s, %s::jsonb, %s::uuid[])",
+                            (tenant_id, scope_id, action, as_json(items), ids)).fetchone()[0]
+
+
+def _uuid_or_none(value: Any) -> uuid.UUID | None:
+    """An item's id as a UUID; one that is not names no message (its item answers not found)."""
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        return None

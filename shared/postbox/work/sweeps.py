@@ -1,0 +1,51 @@
+"""The work surface's agents as bounded sweeps: each batch is one SQL function call in its own
+transaction, taking rows with SKIP LOCKED, so two runs at once split the work between them.
+
+- visibility timeout: claims whose time ran out go back to pending (or to the dead letter after
+  their last attempt). Claims never depend on it: each claim recovers its own queue's first.
+- expiry: pending or claimed messages past `ttl_seconds` or `deadline` end as `expired`.
+- priority aging: waiting messages of priority queues rise (see AGING_STEP_S).
+- dead-letter monitor: one alert event per scope whose dead-letter depth reaches its threshold.
+- archiver: ended messages past their scope's `retention_days` are deleted.
+"""
+
+from __future__ import annotations
+
+import time
+
+from .. import db
+
+BATCH = 1000
+AGING_STEP_S = 60  # a waiting message gains ~a tenth of a tier per minute (a tier per ten minutes)
+
+
+def _drain(statement: str, params: tuple, budget_s: float, max_batches: int = 50, batch: int = BATCH) -> int:
+    """Run a sweep batch after batch until one comes back short or the budget is spent."""
+    done, deadline = 0, time.monotonic() + budget_s
+    for _ in range(max_batches):
+        with db.connection() as conn:
+            n = conn.execute(statement, params).fetchone()[0]
+        done += n
+        if n < batch or time.monotonic() > deadline:
+            break
+    return done
+
+
+def recover_claims(budget_s: float = 20.0) -> int:
+    return _drain("SELECT work_recover(NULL, %s)", (BATCH,), budget_s)
+
+
+def expire(budget_s: float = 20.0) -> int:
+    return _drain("SELECT work_expire(%s)", (BATCH,), budget_s)
+
+
+def age_priorities(budget_s: float = 20.0, step_s: int = AGING_STEP_S) -> int:
+    return _drain("SELECT work_age(%s, %s)", (BATCH, step_s), budget_s)
+
+
+def watch_dead_letters(budget_s: float = 20.0) -> int:
+    return _drain("SELECT work_watch_dead_letters(%s)", (BATCH,), budget_s, max_batches=1)
+
+
+def archive(budget_s: float = 20.0) -> int:
+    return _drain("SELECT work_archive(%s)", (BATCH,), budget_s)
