@@ -20,6 +20,7 @@ from functions.api.queues_schema import (
     SetVisibility,
 )
 from functions.observability import instrument
+from postbox.inputs import INT64_MAX
 from postbox.queues import service
 
 logger, metrics, lambda_handler = instrument("queues")
@@ -131,7 +132,7 @@ def browse(
     name: str,
     state: Annotated[Literal["waiting", "archived", "dead"], Query()] = "waiting",
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    before: Annotated[int | None, Query()] = None,
+    before: Annotated[int | None, Query(ge=0, le=INT64_MAX)] = None,
 ) -> dict:
     return service.browse_messages(app.principal(), name, state, limit, before)
 

@@ -51,6 +51,10 @@ class TooLarge(PostboxError):
     status, code = 413, "too_large"
 
 
+class UnsupportedMediaType(PostboxError):
+    status, code = 415, "unsupported_media_type"
+
+
 class LimitExceeded(PostboxError):
     """A plan or quota limit (403 on most surfaces)."""
 

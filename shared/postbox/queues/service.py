@@ -6,20 +6,18 @@ is answered exactly like a missing one.
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
-from .. import config, db, jsoncodec, wakeup
+from .. import config, db, jsoncodec, names, wakeup
 from ..errors import Conflict, Forbidden, Invalid, LimitExceeded, NotFound, TooLarge, Unauthorized
 from ..messages import engine
 from ..tenancy import Principal
 from . import plans
 
-NAME = re.compile(r"^[a-z][a-z0-9_-]{0,47}$")
 DEFAULT_VT = 30
 RECHECK_SECONDS = 1.0  # long polls re-check this often for messages no send announces
 MAX_HEADERS_BYTES = 4096
@@ -219,9 +217,7 @@ def _consumer(current: dict | None, change: dict | None) -> dict | None:
 def create_queue(principal: Principal, name: str, settings: dict[str, Any]) -> dict[str, Any]:
     """Create a queue; `settings` holds only the fields the caller sent."""
     _require(principal, "manage")
-    if not NAME.match(name):
-        raise Invalid("Bad name: lowercase letters, digits, _ or -, starting with a letter, 1-48 characters.",
-                      code="name")
+    names.QUEUE.check(name, code="name")
     with db.transaction() as conn:
         limits, usage = plans.limits_and_usage(conn, principal.tenant_id)
         if usage.queues >= limits.max_queues:
