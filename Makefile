@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install dev test bench layers lint
+.PHONY: install dev test bench layers lint openapi
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,9 @@ bench: install
 
 layers: install
 	$(BIN)/python layers/build.py
+
+openapi: install
+	$(BIN)/python -m functions.openapi docs/openapi.json
 
 lint: install
 	$(BIN)/ruff check .

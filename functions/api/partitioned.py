@@ -42,7 +42,7 @@ def configure(body: Annotated[Configure, Body()]):
     return service.configure(app.principal(), body.queue, options)
 
 
-@app.post(API + "/push")
+@app.post(API + "/push", responses={201: {"description": "Each item's outcome, in order"}})
 def push(body: Annotated[Push, Body()]):
     results = service.push(app.principal(), body.to_items())
     metrics.add_metric(name="MessagesPushed", unit="Count", value=sum(r["status"] == "queued" for r in results))
@@ -82,14 +82,17 @@ Mode = Annotated[Literal["all", "new", "new-only"] | None, Query(alias="subscrip
 Since = Annotated[str | None, Query(alias="subscriptionFrom", max_length=64)]
 
 
-@app.get(API + "/pop/queue/<queue>")
+_POPPED = {200: {"description": "Messages"}, 204: {"description": "No message", "content": {}}}
+
+
+@app.get(API + "/pop/queue/<queue>", responses=_POPPED)
 def pop_queue(queue: str, batch: Batch = 1, wait: Annotated[bool, Query()] = False, timeout: Timeout = None,
               consumer_group: Group = None, auto_ack: AutoAck = False, subscription_mode: Mode = None,
               subscription_from: Since = None):
     return _pop(queue, None, batch, wait, timeout, consumer_group, auto_ack, subscription_mode, subscription_from)
 
 
-@app.get(API + "/pop/queue/<queue>/partition/<partition>")
+@app.get(API + "/pop/queue/<queue>/partition/<partition>", responses=_POPPED)
 def pop_partition(queue: str, partition: str, batch: Batch = 1, wait: Annotated[bool, Query()] = False,
                   timeout: Timeout = None, consumer_group: Group = None, auto_ack: AutoAck = False,
                   subscription_mode: Mode = None, subscription_from: Since = None):

@@ -47,7 +47,7 @@ def list_queues() -> dict:
     return service.list_queues(app.principal())
 
 
-@queues.post("")
+@queues.post("", responses={201: {"description": "Created"}})
 def create_queue(body: Annotated[CreateQueue, Body()]):
     settings = body.changes()
     settings.pop("name", None)
@@ -74,14 +74,14 @@ def queue_metrics(name: str) -> dict:
     return service.queue_metrics(app.principal(), name)
 
 
-@messages.post("/<name>/send")
+@messages.post("/<name>/send", responses={201: {"description": "Sent"}})
 def send(name: str, body: Annotated[SendMessage, Body()]):
     ids = service.send_messages(app.principal(), name, [body.message], delay=body.delay, headers=body.headers)
     metrics.add_metric(name="MessagesSent", unit="Count", value=1)
     return json_response(201, {"msg_id": ids[0]})
 
 
-@messages.post("/<name>/send_batch")
+@messages.post("/<name>/send_batch", responses={201: {"description": "Sent"}})
 def send_batch(name: str, body: Annotated[SendBatch, Body()]):
     ids = service.send_messages(app.principal(), name, body.messages, delay=body.delay, headers=body.headers)
     metrics.add_metric(name="MessagesSent", unit="Count", value=len(ids))
