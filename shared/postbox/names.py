@@ -25,7 +25,7 @@ class NameRule:
         return _compiled(self.pattern)
 
     def ok(self, name: object) -> bool:
-        return isinstance(name, str) and 0 < len(name) <= self.max_length and bool(self.regex.match(name))
+        return isinstance(name, str) and 0 < len(name) <= self.max_length and bool(self.regex.fullmatch(name))
 
     def check(self, name: object, field: str = "name", *, code: str | None = None) -> str:
         """The name, or Invalid naming the field and the rule."""
