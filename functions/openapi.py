@@ -150,7 +150,8 @@ def document() -> dict[str, Any]:
     for function in FUNCTIONS:
         schemas[_error_name(function)] = ERRORS[function]
         if function == "durable":
-            paths.update(openapi_durable.paths(f"#/components/schemas/{_error_name(function)}"))
+            paths.update(openapi_durable.paths(f"#/components/schemas/{_error_name(function)}",
+                                               "#/components/schemas/GatewayError"))
             continue
         app = _app(function)
         doc = _rename(surface_document(function), schemas, function.capitalize())

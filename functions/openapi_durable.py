@@ -95,7 +95,7 @@ def openapi_path(path: str) -> str:
     return path.replace("+}", "}")
 
 
-def paths(error_ref: str) -> dict[str, dict[str, Any]]:
+def paths(error_ref: str, gateway_ref: str) -> dict[str, dict[str, Any]]:
     """Every durable route of the route table as an OpenAPI path item."""
     out: dict[str, dict[str, Any]] = {}
     for route in routes_for("durable"):
@@ -110,7 +110,8 @@ def paths(error_ref: str) -> dict[str, dict[str, Any]]:
         }
         responses["default"] = {
             "description": "An error: `{\"error\": {\"code\", \"message\"}}`.",
-            "content": {"application/json": {"schema": {"$ref": error_ref}}, "*/*": {"schema": {}}},
+            "content": {"application/json": {"schema": {"anyOf": [{"$ref": error_ref}, {"$ref": gateway_ref}]}},
+                        "*/*": {"schema": {}}},
         }
         operation = {
             "tags": ["durable"],

@@ -50,6 +50,15 @@ def _size(payload: Any) -> int:
     return len(json.dumps(payload, separators=(",", ":"), default=str))
 
 
+def _headers_are_latin1(response: HttpResponse) -> bool:
+    try:
+        for k, v in response.headers:
+            k.encode("latin-1"), v.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class LocalGateway:
     def __init__(self, max_workers: int = 64, timeout_s: float = 30.0) -> None:
         self.executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="lambda")
@@ -85,7 +94,12 @@ class LocalGateway:
             logger.error("%s answered %s %s with more than %d bytes: Lambda refuses that response",
                          route.function, method, path, MAX_EVENT_BYTES)
             return _FAILED
-        return read_response(result)
+        response = read_response(result)
+        if not _headers_are_latin1(response):
+            logger.error("%s answered %s %s with a header value HTTP cannot carry (not Latin-1)",
+                         route.function, method, path)
+            return _FAILED
+        return response
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
