@@ -249,3 +249,19 @@ def test_the_gateway_serves_the_openapi_document_and_swagger_ui(gateway):
         script = c.get("/docs/swagger-ui-bundle.js")
         assert script.status_code == 200 and len(script.content) > 100_000
         assert c.get("/docs/swagger-ui.css").status_code == 200
+
+
+def test_lenient_bodies_that_lost_data_are_refused(api):
+    """`{}` or `{"msg": …}` to send stored a null message; an unknown setting on create was dropped."""
+    answer = api.post("/api/v1/queues", json={"name": "q", "visibility_timeout": 60})
+    assert answer.status_code == 422 and answer.json()["detail"][0]["loc"] == ["body", "visibility_timeout"]
+    assert api.get("/api/v1/queues/q").status_code == 404
+    api.post("/api/v1/queues", json={"name": "q", "visibility_timeout_sec": 60})
+    for body, loc in (({}, ["body", "message"]), ({"msg": 1}, ["body", "message"])):
+        answer = api.post("/api/v1/queues/q/send", json=body)
+        assert answer.status_code == 422 and answer.json()["detail"][0]["loc"] == loc, answer.text
+    answer = api.post("/api/v1/queues/q/send", content='{"message": 1}',
+                      headers={"content-type": "application/x-www-form-urlencoded"})  # what `curl -d` sends
+    assert answer.status_code == 415
+    assert api.get("/api/v1/queues/q/metrics").json()["queue_length"] == 0
+    assert api.post("/api/v1/queues/q/send", json={"message": None}).status_code == 201  # null is a message
