@@ -175,6 +175,9 @@ class SurfaceResolver(APIGatewayHttpResolver):
     @staticmethod
     def _json_body(event: Any) -> Any:
         inputs.require_json_type((event.headers or {}).get("content-type"))
+        headers = event.raw_event.get("headers") or {}
+        for name in [k for k in headers if k.lower() == "content-type"]:
+            headers[name] = "application/json"  # as Powertools' own check spells it (case-sensitive)
         body = event.body
         if not body:
             return None
