@@ -7,14 +7,26 @@ scopes, an optional project, an expiry and a revocation time.
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import psycopg
+
 from . import db
-from .errors import Conflict, Invalid, NotFound
+from .errors import Conflict, Forbidden, Invalid, NotFound, Unauthorized
 
 ROLES = ("read", "write", "manage", "anon")
+ROLE_RANK = {"read": 1, "write": 2, "manage": 3}
+# Explicit operations a surface checks, and the least role that holds each when the key names no
+# operations of its own (a key's `scopes` grant operations one by one).
+OPERATION_ROLES: dict[str, str] = {
+    "scaiqueue:view": "read",
+    "scaiqueue:publish": "write",
+    "scaiqueue:consume": "write",
+    "scaiqueue:manage": "manage",
+}
 KEY_PREFIX = "pbx_"
 DEFAULT_PROJECT = "default"
 
@@ -34,9 +46,31 @@ class Principal:
         return self.role == "anon"
 
     def can(self, need: str) -> bool:
-        """Roles are ordered: manage > write > read; `anon` only as the surface allows it."""
-        order = {"read": 1, "write": 2, "manage": 3}
-        return order.get(self.role, 0) >= order[need]
+        """`need` is a role (manage > write > read; `anon` holds none) or an operation such as
+        `scaiqueue:publish`, held when the key's scopes name it or its role reaches the operation's."""
+        if need not in ROLE_RANK:
+            if need in self.scopes:
+                return True
+            need = OPERATION_ROLES[need]
+        return ROLE_RANK.get(self.role, 0) >= ROLE_RANK[need]
+
+
+def require(principal: Principal | None, need: str, *, what: str = "this", anonymous: bool = False) -> str:
+    """The one permission check of every surface; returns the caller's tenant id.
+
+    No key is 401; an anonymous key is 401 unless the surface lets anonymous callers do this
+    (`anonymous=True`, and then the surface applies its own rule on the resource); a role or
+    operation the key lacks is 403.
+    """
+    if principal is None:
+        raise Unauthorized("A valid key is required.")
+    if principal.is_anonymous:
+        if anonymous:
+            return principal.tenant_id
+        raise Unauthorized(f"This key cannot use {what}.")
+    if not principal.can(need):
+        raise Forbidden(f"This key's role ({principal.role}) cannot do this; it needs {need}.")
+    return principal.tenant_id
 
 
 @dataclass(frozen=True)
@@ -65,10 +99,62 @@ def create_tenant(name: str, plan: str = "free") -> str:
         return str(row[0])
 
 
+_default_projects: dict[str, str] = {}
+
+
+def find_project(conn: psycopg.Connection, tenant_id: str, name: str | None = None) -> tuple[str, str]:
+    """(id, name) of the tenant's project `name`, `default` when no name; NotFound when missing."""
+    name = name or DEFAULT_PROJECT
+    row = conn.execute(
+        "SELECT id::text FROM projects WHERE tenant_id = %s AND name = %s", (tenant_id, name)
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"no project named {name}", code="project_not_found")
+    return row[0], name
+
+
+def project_id(principal: Principal) -> str:
+    """The project a key works in: its own, else its tenant's `default` (looked up once per process:
+    a project is never renamed or removed while its tenant lives)."""
+    if principal.project_id:
+        return principal.project_id
+    tenant_id = principal.tenant_id
+    if tenant_id not in _default_projects:
+        with db.connection() as conn:
+            _default_projects[tenant_id] = find_project(conn, tenant_id)[0]
+    return _default_projects[tenant_id]
+
+
 def tenant_id_by_name(name: str) -> str | None:
     with db.transaction() as conn:
         row = conn.execute("SELECT id FROM tenants WHERE name = %s", (name,)).fetchone()
         return str(row[0]) if row else None
+
+
+PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def create_project(tenant_id: str, name: str) -> str:
+    """A new project of the tenant; its name is unique in the tenant (409 when taken)."""
+    if not isinstance(name, str) or not PROJECT_NAME.match(name):
+        raise Invalid("A project name is 1-64 letters, digits, dots, dashes or underscores, starting with a letter"
+                      " or digit.", code="invalid_name")
+    with db.transaction() as conn:
+        row = conn.execute(
+            "INSERT INTO projects (tenant_id, name) VALUES (%s, %s) ON CONFLICT (tenant_id, name) DO NOTHING"
+            " RETURNING id::text",
+            (tenant_id, name),
+        ).fetchone()
+    if row is None:
+        raise Conflict(f"a project named {name} already exists", code="project_exists")
+    return row[0]
+
+
+def list_projects(tenant_id: str) -> list[dict]:
+    with db.transaction() as conn:
+        cur = conn.execute("SELECT id::text, name, created_at FROM projects WHERE tenant_id = %s ORDER BY name",
+                           (tenant_id,))
+        return [{"project_id": i, "name": n, "created_at": c} for i, n, c in cur]
 
 
 def ensure_project(tenant_id: str, name: str) -> str:

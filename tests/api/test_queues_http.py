@@ -356,7 +356,7 @@ def test_roles_limit_what_a_key_may_do(gateway, api):
         assert writer.post("/api/v1/queues", json={"name": "new"}).status_code == 403
 
 
-def test_long_poll_read_wakes_on_send(api):
+def test_long_poll_read_wakes_on_send(api, notify_only):
     import threading
 
     _create(api, "lp")
@@ -367,10 +367,11 @@ def test_long_poll_read_wakes_on_send(api):
 
     t = threading.Thread(target=reader)
     t.start()
-    time.sleep(0.5)
+    notify_only.wait_until_asleep()
     api.post("/api/v1/queues/lp/send", json={"message": "wake"})
     t.join(15)
     assert [m["message"] for m in got["messages"]] == ["wake"]
+    assert notify_only.woken == [True]
     assert api.post("/api/v1/queues/lp/read", json={"wait_seconds": 21}).status_code == 422
 
 

@@ -256,16 +256,17 @@ def test_encrypted_queue_stores_ciphertext_and_returns_plaintext(tenant):
     assert _pop(p, "enc")[0]["data"] == {"secret": "s3cr3t-value"}
 
 
-def test_long_poll_wakes_on_push(tenant):
+def test_long_poll_wakes_on_push(tenant, notify_only):
     p = tenant.principal
     service.configure(p, "lp", {})
     got = []
     t = threading.Thread(target=lambda: got.extend(_pop(p, "lp", wait=True, timeout_ms=2500)))
     t.start()
-    time.sleep(0.3)
+    notify_only.wait_until_asleep()
     _push(p, "lp", ["hello"])
     t.join()
     assert [m["data"] for m in got] == ["hello"]
+    assert notify_only.woken == [True]
 
 
 def test_agent_sweeps_expired_leases_and_retention_safely_when_overlapping(tenant):

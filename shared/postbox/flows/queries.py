@@ -13,11 +13,11 @@ from typing import Any
 
 import psycopg
 
-from .. import db, names
-from ..errors import Conflict, Forbidden, Invalid, Unauthorized
+from .. import db, names, tenancy
+from ..errors import Conflict, Invalid
 from ..partitioned.produce import uuid7
 from ..tenancy import Principal
-from . import quotas
+from . import quotas, sinks
 
 
 @dataclass(frozen=True)
@@ -32,11 +32,7 @@ class QueryRow:
 
 def require(principal: Principal, need: str) -> str:
     """The caller's tenant, if its role allows `need` (read for state reads, write otherwise)."""
-    if principal.is_anonymous:
-        raise Unauthorized("This key cannot use streaming queries.")
-    if not principal.can(need):
-        raise Forbidden(f"This key's role ({principal.role}) cannot do this; it needs {need}.")
-    return principal.tenant_id
+    return tenancy.require(principal, need, what="flows")
 
 
 _COLUMNS = "id::text, tenant_id::text, name, source_queue, sink_queue, config_hash"
@@ -82,6 +78,7 @@ def register(principal: Principal, name: str, source_queue: str, sink_queue: str
                 (uuid7(), tenant, name, source_queue, sink, config_hash),
             ).fetchone()
             if inserted is not None:
+                sinks.source_defaults(conn, tenant, source_queue)
                 return _answer(inserted[0], name, config_hash, fresh=True, reset=False)
             found = by_name(conn, tenant, name, lock=True)  # registered concurrently: an existing name now
             assert found is not None
@@ -99,6 +96,7 @@ def register(principal: Principal, name: str, source_queue: str, sink_queue: str
             " updated_at = clock_timestamp() WHERE id = %s",
             (source_queue, sink, config_hash, found.id),
         )
+        sinks.source_defaults(conn, tenant, source_queue)
     return _answer(found.id, name, config_hash, fresh=fresh, reset=did_reset)
 
 

@@ -14,6 +14,7 @@ import psycopg
 
 from .. import names
 from ..errors import Conflict, NotFound
+from ..log.retry import RetryPolicy
 from .catalog import Stream
 from .durations import iso
 
@@ -33,6 +34,11 @@ class Subscription:
     pending: int
     acked: int
     dead: int
+
+    @property
+    def policy(self) -> RetryPolicy:
+        """`max_deliveries` in the shared retry vocabulary: max_attempts (a nack names its delay)."""
+        return RetryPolicy(self.max_deliveries)
 
 
 _COLUMNS = "id, stream_id, name, max_deliveries, lease_ms, created_at, pending, acked, dead"
