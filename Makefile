@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 RUNTIME := $(VENV)/.runtime-stamp
 
-.PHONY: install dev test bench layers lint
+.PHONY: install dev test bench layers lint openapi
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,9 @@ bench: install
 
 layers: install
 	$(BIN)/python layers/build.py
+
+openapi: install
+	$(BIN)/python -m functions.openapi docs/openapi.json
 
 lint: install
 	$(BIN)/ruff check .

@@ -65,7 +65,7 @@ class DurableResolver(SurfaceResolver):
         return re.compile(base_regex.format(re.sub(r"<(\w+)>", group, rule)))
 
 
-app = DurableResolver(envelope, validation_status=400)
+app = DurableResolver(envelope, validation_status=400, anonymous=True)  # public streams: no key needed
 _METHODS = ["GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS"]
 
 

@@ -17,7 +17,7 @@ from postbox.durable.offsets import format_offset, parse_offset
 from postbox.durable.service import Producer, is_json
 from postbox.errors import Invalid, PostboxError, TooLarge
 
-MAX_BODY = 8 * 1024 * 1024
+MAX_BODY = 4 * 1024 * 1024  # base64 in the Lambda event, it stays inside Lambda's 6 MB payload
 MAX_READ = int(os.environ.get("POSTBOX_DURABLE_READ_BYTES", str(4 * 1024 * 1024)))
 
 CORS = {

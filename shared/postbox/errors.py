@@ -51,6 +51,10 @@ class TooLarge(PostboxError):
     status, code = 413, "too_large"
 
 
+class UnsupportedMediaType(PostboxError):
+    status, code = 415, "unsupported_media_type"
+
+
 class Unprocessable(PostboxError):
     """Well-formed but invalid input, where a surface answers 422 (its validation status)."""
 

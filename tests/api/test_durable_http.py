@@ -63,7 +63,7 @@ def test_spec_form_reads_ndjson_with_incarnation_and_server_headers(api, stream)
     assert r.headers["cache-control"] == "no-store"
     head = api.head(spec)
     assert head.status_code == 200 and head.content == b""
-    assert head.headers["ursula-max-request-bytes"] == str(8 * 1024 * 1024)
+    assert head.headers["ursula-max-request-bytes"] == str(4 * 1024 * 1024)
     assert head.headers["stream-incarnation"] == r.headers["stream-incarnation"]
 
 
@@ -220,12 +220,14 @@ def test_read_only_key_refused_on_writes(gateway, api, stream):
         assert reader.delete(path).status_code == 403
 
 
-def test_body_over_8_mib_is_413(api):
+def test_body_over_4_mib_is_413(api):
     path = f"/v1/stream/big-{uuid.uuid4().hex[:8]}"
     api.put(path, headers={"content-type": "application/octet-stream"})
-    r = api.post(path, content=b"\0" * (8 * 1024 * 1024 + 1), headers={"content-type": "application/octet-stream"})
+    r = api.post(path, content=b"\0" * (4 * 1024 * 1024 + 1), headers={"content-type": "application/octet-stream"})
     assert r.status_code == 413 and error_code(r) == "REQUEST_TOO_LARGE"
-    assert r.headers["ursula-max-request-bytes"] == str(8 * 1024 * 1024)
+    assert r.headers["ursula-max-request-bytes"] == str(4 * 1024 * 1024)
+    assert api.post(path, content=b"\0" * (4 * 1024 * 1024), headers={"content-type": "application/octet-stream"}
+                    ).status_code == 204  # the largest body fits in a Lambda event, base64 and all
 
 
 def test_error_bodies_and_statuses(api, stream):
