@@ -47,7 +47,9 @@ class LocalGateway:
             traceback.print_exc()
             body = json.dumps({"message": "Internal Server Error"}).encode()
             return HttpResponse(500, [("content-type", "application/json")], body)
-        return read_response(result)
+        response = read_response(result)
+        response.headers.append(("apigw-requestid", event["requestContext"]["requestId"]))  # as API Gateway does
+        return response
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
