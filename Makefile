@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: install dev test bench layers lint
+.PHONY: install dev test bench layers lint browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -19,8 +19,21 @@ install: $(STAMP)
 dev: install
 	$(BIN)/postbox dev
 
-test: install
+test: install browser
 	$(BIN)/python -m pytest
+
+# Debian's Chromium for the web console's browser tests (Playwright drives it: no browser download).
+# Installed once with apt when missing (root, as CI runs); without apt the browser tests are skipped.
+APT := DEBIAN_FRONTEND=noninteractive apt-get -y -q -o=Dpkg::Use-Pty=0
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian's chromium for the console's browser tests"; \
+	    $(APT) install --no-install-recommends chromium >/dev/null 2>&1 || \
+	      { $(APT) update >/dev/null && $(APT) install --no-install-recommends chromium >/dev/null; }; \
+	  else \
+	    echo "no chromium, and no apt-get as root to install it: the console's browser tests will be skipped"; \
+	  fi; }
 
 bench: install
 	$(BIN)/python bench/queues.py

@@ -68,7 +68,7 @@ export function when(epochSeconds) {
   return new Date(epochSeconds * 1000).toISOString().replace('T', ' ').slice(0, 19);
 }
 
-export const json = (v) => h('pre', {}, JSON.stringify(v, null, 1));
+export const json = (v, pretty = false) => h('pre', {}, JSON.stringify(v, null, pretty ? 1 : undefined));
 
 // columns: [{label, get(row) -> node|text, num}]
 export function table(rows, columns, { empty = 'Nothing here yet.', id } = {}) {

@@ -63,7 +63,7 @@ export async function partitionedPage(main, signal, name) {
       { label: 'Lag', num: true, get: (r) => fmt(r.g?.lag) },
       { label: 'Leased', get: (r) => (r.g?.leased ? h('span', { class: 'badge live' }, 'leased') : '') },
     ], { empty: 'No partitions yet.', id: 'partition-table' }),
-    h('h2', {}, 'Options'), json(res.options),
+    h('h2', {}, 'Options'), json(res.options, true),
     h('h2', {}, 'Dead letters'), note, dead);
   await showDead();
 }

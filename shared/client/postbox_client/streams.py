@@ -120,11 +120,12 @@ class StreamCalls:
 class Streams(StreamCalls):
     """Sync keyed-stream client."""
 
-    def tail(self, stream: str, *, key: str | None = None, from_start: bool = False, interval_s: float = 1.0,
-             stop: Any = None) -> Iterator[StreamMessage]:
-        """Follow a stream: messages published from now on (or every one retained, `from_start`), oldest
-        first, polling every `interval_s`. `stop` (a threading.Event) ends it."""
-        newest = None if from_start else self._newest_offset(stream, key)
+    def tail(self, stream: str, *, key: str | None = None, after: int | None = None, from_start: bool = False,
+             interval_s: float = 1.0, stop: Any = None) -> Iterator[StreamMessage]:
+        """Follow a stream, oldest first, polling every `interval_s`: the messages after offset `after`,
+        else every one retained (`from_start`), else those published from now on. `stop` (a
+        threading.Event) ends it."""
+        newest = after if after is not None else None if from_start else self._newest_offset(stream, key)
         while stop is None or not stop.is_set():
             fresh = self._after(stream, key, newest)
             yield from fresh
