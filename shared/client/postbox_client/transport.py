@@ -87,7 +87,8 @@ class Transport(_Base):
                  timeout_s: float = DEFAULT_TIMEOUT_S, retry: RetryPolicy | None = None,
                  http: httpx.Client | None = None) -> None:
         super().__init__(url, key, profile=profile, timeout_s=timeout_s, retry=retry or RetryPolicy())
-        self.http = http or httpx.Client(base_url=self.url, headers=_headers(self.key))
+        self.http = http or httpx.Client(base_url=self.url)
+        self.http.headers.update(_headers(self.key))
 
     def close(self) -> None:
         self.http.close()
@@ -120,7 +121,8 @@ class AsyncTransport(_Base):
                  timeout_s: float = DEFAULT_TIMEOUT_S, retry: RetryPolicy | None = None,
                  http: httpx.AsyncClient | None = None) -> None:
         super().__init__(url, key, profile=profile, timeout_s=timeout_s, retry=retry or RetryPolicy())
-        self.http = http or httpx.AsyncClient(base_url=self.url, headers=_headers(self.key))
+        self.http = http or httpx.AsyncClient(base_url=self.url)
+        self.http.headers.update(_headers(self.key))
 
     async def close(self) -> None:
         await self.http.aclose()

@@ -103,7 +103,8 @@ def tail(args, pb) -> None:
             for message in pb.durable.tail(args.name, args.offset):
                 _line(message, args.json)
         else:
-            for m in pb.streams.tail(args.name, key=args.msg_key, from_start=args.offset == "-1",
+            after = int(args.offset) if args.offset.isdigit() else None
+            for m in pb.streams.tail(args.name, key=args.msg_key, after=after, from_start=args.offset == "-1",
                                      interval_s=args.interval):
                 _line(m.raw if args.json else f"{m.offset}\t{m.key or ''}\t{json.dumps(m.payload)}", args.json)
     except KeyboardInterrupt:
@@ -172,6 +173,8 @@ def register(sub, leaf) -> None:
     p.add_argument("name", help="stream name")
     p.add_argument("--kind", default="auto", choices=["auto", "durable", "keyed"],
                    help="auto: durable if such a stream exists, else keyed")
-    p.add_argument("--offset", default="now", help="-1 = from the start, now = only new messages")
+    p.add_argument("--offset", default="now",
+                   help="-1 = from the start, now = only new messages, else a durable offset or a keyed stream's "
+                        "offset to follow after")
     p.add_argument("--msg-key", default=None, help="keyed streams: only messages with this key")
     p.add_argument("--interval", type=float, default=1.0, help="keyed streams: seconds between polls")
