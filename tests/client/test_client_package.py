@@ -3,12 +3,15 @@ distribution holding only the client (what `pip install ./shared/client` install
 
 from __future__ import annotations
 
+import importlib.util
+import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
-CLIENT = Path(__file__).resolve().parents[2] / "shared" / "client"
+ROOT = Path(__file__).resolve().parents[2]
+CLIENT = ROOT / "shared" / "client"
 
 BLOCKER = """
 import importlib.abc, sys
@@ -34,8 +37,10 @@ def test_the_client_imports_without_server_dependencies():
 
 
 def test_shared_client_builds_a_distribution_of_the_client_alone(tmp_path):
+    source = tmp_path / "client"  # a copy: building writes build/ and egg-info next to the sources
+    shutil.copytree(CLIENT, source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                           "-w", str(tmp_path), str(CLIENT)], capture_output=True, text=True, timeout=300)
+                           "-w", str(tmp_path), str(source)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     [wheel] = tmp_path.glob("postbox_client-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
@@ -47,3 +52,32 @@ def test_shared_client_builds_a_distribution_of_the_client_alone(tmp_path):
     assert sorted(r.split(":")[1].split(">")[0].strip() for r in requires) == ["httpx", "rich"]
     entry = next(n for n in names if n.endswith("entry_points.txt"))
     assert "postbox = postbox_client.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
+
+
+LAMBDA_PATH = """
+import importlib.abc, sys
+class Refuse(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"httpx", "httpcore", "rich"}:
+            raise ImportError("not in the Lambda layers: " + name)
+sys.meta_path.insert(0, Refuse())
+import functions.api.flows, functions.agents.flows_hosted
+from postbox.flows import LocalClient, Query, Runner, count, hosted
+print("ok")
+"""
+
+
+def test_the_functions_run_the_flows_sdk_without_the_http_client_dependencies():
+    """The Lambda layers ship neither httpx nor rich: the flows surface and the hosted-flows agent
+    import the SDK's builder and runner from postbox_client without them."""
+    done = subprocess.run([sys.executable, "-c", LAMBDA_PATH], capture_output=True, text=True, timeout=120,
+                          cwd=str(ROOT))
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_domain_layer_carries_the_flows_sdk(tmp_path):
+    spec = importlib.util.spec_from_file_location("layers_build", ROOT / "layers" / "build.py")
+    layers_build = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(layers_build)
+    names = zipfile.ZipFile(layers_build.build_domain(tmp_path / "domain.zip")).namelist()
+    assert "python/postbox_client/flows/runner.py" in names and "python/postbox/flows/hosted.py" in names

@@ -17,12 +17,12 @@ from postbox_client.errors import code_and_message
 @pytest.fixture
 def slept(monkeypatch) -> list[float]:
     waits: list[float] = []
-    monkeypatch.setattr(transport_module.time, "sleep", waits.append)
 
     async def no_wait(seconds: float) -> None:
         waits.append(seconds)
 
-    monkeypatch.setattr(transport_module.asyncio, "sleep", no_wait)
+    monkeypatch.setattr(transport_module, "_sleep", waits.append)
+    monkeypatch.setattr(transport_module, "_asleep", no_wait)
     return waits
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from .consume import AsyncQueues, Queues
 from .durable import AsyncDurable, Durable
-from .flows import AsyncFlows, Flows
+from .flows.calls import AsyncFlows, Flows
 from .partitioned import AsyncPartitioned, Partitioned
 from .retry import RetryPolicy
 from .streams import AsyncStreams, Streams

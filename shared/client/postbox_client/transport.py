@@ -22,6 +22,14 @@ USER_AGENT = "postbox-client/0.1"
 DEFAULT_TIMEOUT_S = 30.0
 
 
+def _sleep(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+async def _asleep(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
 def parse_json(response: httpx.Response) -> Any:
     return response.json() if response.content else None
 
@@ -103,10 +111,10 @@ class Transport(_Base):
             except httpx.TransportError as error:
                 if not self.retry.retry_error(attempt, error, call.idempotent):
                     raise self._failed(call, error) from error
-                time.sleep(self.retry.backoff(attempt))
+                _sleep(self.retry.backoff(attempt))
                 continue
             if self.retry.retry_status(attempt, response.status_code, call.idempotent):
-                time.sleep(self.retry.backoff(attempt, retry_after_seconds(response.headers.get("retry-after"))))
+                _sleep(self.retry.backoff(attempt, retry_after_seconds(response.headers.get("retry-after"))))
                 continue
             return self._answer(call, response)
 
@@ -137,11 +145,11 @@ class AsyncTransport(_Base):
             except httpx.TransportError as error:
                 if not self.retry.retry_error(attempt, error, call.idempotent):
                     raise self._failed(call, error) from error
-                await asyncio.sleep(self.retry.backoff(attempt))
+                await _asleep(self.retry.backoff(attempt))
                 continue
             if self.retry.retry_status(attempt, response.status_code, call.idempotent):
                 retry_after = retry_after_seconds(response.headers.get("retry-after"))
-                await asyncio.sleep(self.retry.backoff(attempt, retry_after))
+                await _asleep(self.retry.backoff(attempt, retry_after))
                 continue
             return self._answer(call, response)
 
