@@ -43,10 +43,13 @@ def test_queue_listed_with_depth_browsed_and_dead_letter_replayed(page, gateway,
         assert pb.queues.metrics("emails").queue_length == 3  # the poison message left for the dead letters
     expect(page.locator('.depth[data-queue="emails"]')).to_have_text("3")
     expect(page.locator('.depth[data-queue="emails-dead"]')).to_have_text("1")
+    with Client(gateway.url, tenant.key) as pb:
+        pb.queues.send_batch("emails", [{"to": f"user{n}@example.com"} for n in range(5)])
+    expect(page.locator('.depth[data-queue="emails"]')).to_have_text("8", timeout=20_000)  # the page refreshes
     screenshot(page, "queues")
 
     page.click('a.queue-link:text-is("emails")')
-    expect(page.locator("#message-table")).to_contain_text("ada@example.com")
+    expect(page.locator("#message-table")).to_contain_text("user4@example.com")
     expect(page.locator("#depth-chart svg")).to_be_visible()
     screenshot(page, "queue")
 
