@@ -51,6 +51,7 @@ WORK_QUEUE = WORK + "/scopes/{scope_id}/queues/{queue_id}"
 
 ROUTES: tuple[Route, ...] = tuple(
     []
+    + _rows("console", ("GET", "/console"), ("GET", "/console/{asset}"))  # the web console's static files
     + _rows(
         "queues",
         ("GET", QUEUES),
@@ -147,6 +148,7 @@ ROUTES: tuple[Route, ...] = tuple(
 
 # Each surface function: its handler entry point (module:function) inside the `functions` package.
 FUNCTIONS: dict[str, str] = {
+    "console": "functions.api.console.handler",
     "queues": "functions.api.queues.handler",
     "streams": "functions.api.streams.handler",
     "durable": "functions.api.durable.handler",

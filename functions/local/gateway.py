@@ -99,6 +99,7 @@ class LocalGateway:
             logger.error("%s answered %s %s with a header value HTTP cannot carry (not Latin-1)",
                          route.function, method, path)
             return _FAILED
+        response.headers.append(("apigw-requestid", event["requestContext"]["requestId"]))  # as API Gateway does
         return response
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
