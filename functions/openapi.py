@@ -27,7 +27,9 @@ _SURFACES = {
     "partitioned": "Partitioned queues: Queen-style queues of ordered partitions with leases.",
     "flows": "Flows: streaming queries over partitioned queues (register, read state, commit a cycle).",
     "durable": "Durable streams: the Durable Streams protocol, driven by headers.",
+    "work": "Work queues: scopes with system queues; fifo, priority and deadline queues; publish, claim, finish.",
 }
+NOT_API = {"console"}  # the web console's static files: pages for a browser, not part of the API
 
 _GATEWAY_ERROR = {
     "type": "object",
@@ -80,6 +82,19 @@ ERRORS: dict[str, dict[str, Any]] = {
         "description": '`{"success": false, "error": …}`; the ownership gate answers 404 `{"error": "not found"}`.',
     },
     "durable": openapi_durable.ERROR,
+    "work": {
+        "type": "object",
+        "required": ["error", "meta"],
+        "properties": {
+            "error": {"type": "object", "required": ["code", "message"],
+                      "properties": {"code": {"type": "string"}, "message": {"type": "string"},
+                                     "details": {}, "retry_after": {"type": "integer"}}},
+            "meta": {"type": "object", "required": ["request_id"],
+                     "properties": {"request_id": {"type": "string"}}},
+        },
+        "description": "`code` is one of the surface's error codes (`VALIDATION_ERROR` lists each field in "
+                       "`details`); `meta.request_id` is also the `X-Request-Id` header.",
+    },
 }
 
 _SECURITY_SCHEMES = {
@@ -148,6 +163,8 @@ def document() -> dict[str, Any]:
     paths: dict[str, Any] = {}
     schemas: dict[str, Any] = {"GatewayError": _GATEWAY_ERROR}
     for function in FUNCTIONS:
+        if function in NOT_API:
+            continue
         schemas[_error_name(function)] = ERRORS[function]
         if function == "durable":
             paths.update(openapi_durable.paths(f"#/components/schemas/{_error_name(function)}",
@@ -186,7 +203,7 @@ def routes_described(doc: dict[str, Any]) -> set[tuple[str, str]]:
 
 
 def route_keys() -> set[tuple[str, str]]:
-    return {(r.method, openapi_durable.openapi_path(r.path)) for r in ROUTES}
+    return {(r.method, openapi_durable.openapi_path(r.path)) for r in ROUTES if r.function not in NOT_API}
 
 
 def dumps(doc: dict[str, Any]) -> str:
