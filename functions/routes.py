@@ -73,6 +73,8 @@ ROUTES: tuple[Route, ...] = tuple(
     )
     + _rows(
         "streams",
+        ("GET", "/v1/projects"),
+        ("POST", "/v1/projects"),
         ("GET", "/v1/streams"),
         ("POST", "/v1/streams"),
         ("GET", "/v1/streams/{stream}"),

@@ -11,6 +11,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from functions.api.common import SurfaceResolver, first_invalid
 from functions.api.streams_schema import (
     Consume,
+    CreateProject,
     CreateStream,
     CreateSubscription,
     Nack,
@@ -19,6 +20,7 @@ from functions.api.streams_schema import (
     Receipts,
 )
 from functions.observability import instrument
+from postbox import projects as project_service
 from postbox.inputs import INT64_MAX
 from postbox.streams import service
 from postbox.streams.durations import parse_instant
@@ -40,9 +42,20 @@ def envelope(status: int, code: str, message: str, details: dict[str, Any]) -> d
 
 
 app = SurfaceResolver(envelope, validation_status=400)
+projects = Router()
 streams = Router()
 messages = Router()
 subscriptions = Router()
+
+
+@projects.get("")
+def list_projects() -> dict:
+    return project_service.listing(app.principal())
+
+
+@projects.post("")
+def create_project(body: Annotated[CreateProject, Body()]) -> dict:
+    return project_service.create(app.principal(), body.name)
 
 
 @streams.get("")
@@ -165,6 +178,7 @@ def nack(stream: str, subscription: str, body: Annotated[Nack, Body()], project:
     return service.nack(app.principal(), stream, project, subscription, body.receipts, body.delay_ms)
 
 
+app.include_router(projects, prefix="/v1/projects")
 app.include_router(streams, prefix="/v1/streams")
 app.include_router(messages, prefix="/v1/streams")
 app.include_router(subscriptions, prefix="/v1/streams")

@@ -20,6 +20,10 @@ Backlog = Annotated[int, Field(ge=0, le=10**12)]
 _Strict = StrictBody
 
 
+class CreateProject(_Strict):
+    name: ProjectName
+
+
 class CreateStream(_Strict):
     name: Name
     project: ProjectName | None = None
