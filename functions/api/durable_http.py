@@ -13,8 +13,8 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 
 from postbox.durable import jsontext
+from postbox.durable.model import Producer, is_json
 from postbox.durable.offsets import format_offset, parse_offset
-from postbox.durable.service import Producer, is_json
 from postbox.errors import Invalid, PostboxError, TooLarge
 
 MAX_BODY = 8 * 1024 * 1024
@@ -45,6 +45,8 @@ _TTL = re.compile(r"^(0|[1-9]\d*)$")
 _UINT = re.compile(r"^\d+$")
 _INCARNATION = re.compile(r"^[0-9a-f]{16}$")
 _SAFE_INT = 2**53 - 1
+# The protocol's names for the shared permission check's refusals.
+_WIRE_CODES = {"unauthorized": "INVALID_CREDENTIAL", "forbidden": "FORBIDDEN"}
 
 
 def error_body(code: str, message: str) -> str:
@@ -72,7 +74,8 @@ def error_response(error: PostboxError) -> Response:
         headers["Retry-After"] = str(d.get("retry_after", 1))
     if error.status == 413:
         headers["Ursula-Max-Request-Bytes"] = str(MAX_BODY)
-    return Response(error.status, "application/json", error_body(error.code, error.message), headers)
+    code = _WIRE_CODES.get(error.code, error.code)
+    return Response(error.status, "application/json", error_body(code, error.message), headers)
 
 
 def header(headers: dict[str, str], name: str) -> str | None:

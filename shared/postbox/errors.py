@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -70,13 +71,20 @@ _BY_SQLSTATE: dict[str, type[PostboxError]] = {
     "PB403": LimitExceeded,
     "PB404": NotFound,
     "PB409": Conflict,
+    "PB410": Gone,
+    "PB412": PreconditionFailed,
     "PB413": TooLarge,
+    "PB429": TooManyRequests,
 }
 
 
-def from_sqlstate(sqlstate: str | None, message: str, detail: str | None) -> PostboxError | None:
-    """The typed error for a PB-class SQLSTATE raised by our SQL functions (detail = the code)."""
+def from_sqlstate(
+    sqlstate: str | None, message: str, detail: str | None, hint: str | None = None
+) -> PostboxError | None:
+    """The typed error for a PB-class SQLSTATE raised by our SQL functions (detail = the code; a
+    hint, when there is one, is a JSON object of the error's details)."""
     kind = _BY_SQLSTATE.get(sqlstate or "")
     if kind is None:
         return None
-    return kind(message, code=detail) if detail else kind(message)
+    details = json.loads(hint) if hint else {}
+    return kind(message, code=detail or None, **details)
