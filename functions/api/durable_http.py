@@ -41,10 +41,12 @@ URSULA = {
     "ursula-protocol": "11",
     "ursula-cluster-id": os.environ.get("POSTBOX_CLUSTER_ID", "postbox"),
 }
-_TTL = re.compile(r"^(0|[1-9]\d*)$")
+_WHOLE = re.compile(r"^(0|[1-9]\d*)$")
 _UINT = re.compile(r"^\d+$")
 _INCARNATION = re.compile(r"^[0-9a-f]{16}$")
 _SAFE_INT = 2**53 - 1
+# Far beyond any use, and inside PostgreSQL's timestamps when added to now (about 31,700 years).
+MAX_TTL_SECONDS = 10**12
 # The protocol's names for the shared permission check's refusals.
 _WIRE_CODES = {"unauthorized": "INVALID_CREDENTIAL", "forbidden": "FORBIDDEN"}
 
@@ -97,9 +99,22 @@ def body_of(event: dict[str, Any]) -> bytes:
 def ttl_of(value: str | None) -> int | None:
     if value is None:
         return None
-    if not _TTL.match(value.strip()):
+    if not _WHOLE.match(value.strip()):
         raise Invalid("Stream-TTL must be a whole number of seconds.", code="INVALID_HEADER")
+    if not _fits(value.strip(), MAX_TTL_SECONDS):
+        raise Invalid(f"Stream-TTL is at most {MAX_TTL_SECONDS} seconds.", code="INVALID_HEADER")
     return int(value)
+
+
+def _fits(digits: str, limit: int) -> bool:
+    """A whole number's digits at most `limit` (counted before converting: a huge one is refused cheaply)."""
+    return len(digits) <= len(str(limit)) and int(digits) <= limit
+
+
+def whole_number(value: str, limit: int = _SAFE_INT) -> int | None:
+    """A header's non-negative whole number up to `limit` (no sign, no leading zero), else None."""
+    text = value.strip()
+    return int(text) if _WHOLE.match(text) and _fits(text, limit) else None
 
 
 def expires_of(value: str | None) -> datetime | None:
@@ -121,7 +136,7 @@ def producer_of(headers: dict[str, str]) -> Producer | None:
     if pid == "" or len(pid.encode()) > 256 or "\x00" in pid:
         raise Invalid("Producer-Id is 1 to 256 bytes.", code="INVALID_PRODUCER")
     for value in (epoch, seq):
-        if not _UINT.match(value) or int(value) > _SAFE_INT:
+        if not _UINT.match(value) or not _fits(value.lstrip("0") or "0", _SAFE_INT):
             raise Invalid("Producer-Epoch and Producer-Seq are non-negative integers.", code="INVALID_PRODUCER")
     return Producer(pid, int(epoch), int(seq))
 

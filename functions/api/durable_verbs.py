@@ -8,7 +8,7 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 from aws_lambda_powertools.event_handler import Response
 
@@ -29,12 +29,15 @@ from functions.api.durable_http import (
     sse_is_binary,
     ttl_of,
     wants_ndjson,
+    whole_number,
 )
 from postbox import wakeup
 from postbox.durable import catalog, lifecycle, live, offsets, reads, snapshots, writes
 from postbox.durable.access import Access
 from postbox.durable.model import CreateSpec, Read
 from postbox.errors import Invalid
+
+_URL_SAFE = "/%:@!$&'()*+,;=-._~"  # what a path keeps as is; anything else is percent-encoded
 
 
 @dataclass(frozen=True)
@@ -82,9 +85,10 @@ def create(form: Form, headers: dict[str, str]) -> Response:
     if sub_text is not None:
         if source is None:
             raise Invalid("Stream-Fork-Sub-Offset needs Stream-Forked-From.", code="INVALID_HEADER")
-        if not re.match(r"^(0|[1-9]\d*)$", sub_text.strip()):
-            raise Invalid("Stream-Fork-Sub-Offset is a whole number.", code="INVALID_HEADER")
-        sub = int(sub_text)
+        parsed = whole_number(sub_text)
+        if parsed is None:
+            raise Invalid("Stream-Fork-Sub-Offset is a whole number below 2^53.", code="INVALID_HEADER")
+        sub = parsed
         if sub and fork_offset_text is None:
             raise Invalid("A sub-offset needs Stream-Fork-Offset.", code="INVALID_HEADER")
     spec = CreateSpec(
@@ -106,7 +110,8 @@ def create(form: Form, headers: dict[str, str]) -> Response:
         event = app.current_event
         host = header(headers, "host") or event.request_context.domain_name
         scheme = header(headers, "x-forwarded-proto") or "http"
-        out["Location"] = f"{scheme}://{host}{event.raw_event.get('rawPath', '')}"
+        path = quote(event.raw_event.get("rawPath", ""), safe=_URL_SAFE)  # a header is Latin-1: encode the rest
+        out["Location"] = f"{scheme}://{host}{path}"
     if stream.closed:
         out["Stream-Closed"] = "true"
     return answer(201 if result.created else 200, out, content_type=stream.content_type)
