@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
+RUNTIME := $(VENV)/.runtime-stamp
 
 .PHONY: install dev test bench layers lint
 
@@ -10,13 +11,18 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# `make dev` needs only the runtime; tests, benchmarks and deployment add the dev and infra extras.
+$(RUNTIME): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[local]'
+	touch $(RUNTIME)
+
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev,infra]'
-	touch $(STAMP)
+	touch $(STAMP) $(RUNTIME)
 
 install: $(STAMP)
 
-dev: install
+dev: $(RUNTIME)
 	$(BIN)/postbox dev
 
 test: install

@@ -12,11 +12,11 @@ import time
 from typing import Any
 
 from functions.observability import instrument
+from postbox import config
 from postbox.tenancy import KEY_PREFIX, Principal, resolve_key
 
 logger, metrics, lambda_handler = instrument("authorizer")
 
-_CACHE_SECONDS = 30.0
 _cache: dict[str, tuple[float, Principal | None]] = {}
 
 
@@ -31,7 +31,8 @@ def key_from_headers(headers: dict[str, str] | None) -> str | None:
 
 
 def _resolve(key: str) -> Principal | None:
-    """Resolve with a short per-container cache, so a warm authorizer rarely touches the DB."""
+    """Resolve with a short per-container cache (POSTBOX_KEY_CACHE_SECONDS, 30 by default), so a warm
+    authorizer rarely touches the DB; a revoked key is therefore refused within that time."""
     now = time.monotonic()
     hit = _cache.get(key)
     if hit and hit[0] > now:
@@ -39,7 +40,7 @@ def _resolve(key: str) -> Principal | None:
     principal = resolve_key(key)
     if len(_cache) > 10_000:
         _cache.clear()
-    _cache[key] = (now + _CACHE_SECONDS, principal)
+    _cache[key] = (now + config.settings().key_cache_seconds, principal)
     return principal
 
 

@@ -51,3 +51,22 @@ def api(gateway, tenant):
     with client(gateway.url, tenant.key) as c:
         c.tenant = tenant
         yield c
+
+
+@pytest.fixture
+def notify_only(monkeypatch) -> list[bool]:
+    """Long polls re-check only once a minute, and every sleep of a long poll is recorded: True when
+    a NOTIFY ended it. A test that a write wakes a waiter asserts on that list, so it fails unless the
+    write's NOTIFY did the waking (a re-check at the deadline would also find the message)."""
+    from postbox import wakeup
+
+    woken: list[bool] = []
+    sleep = wakeup._sleep
+
+    def recorded(conn, timeout_s):
+        woken.append(sleep(conn, timeout_s))
+        return woken[-1]
+
+    monkeypatch.setattr(wakeup, "RECHECK_SECONDS", 60.0)
+    monkeypatch.setattr(wakeup, "_sleep", recorded)
+    return woken

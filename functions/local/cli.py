@@ -7,7 +7,9 @@ import argparse
 import json
 import logging
 import os
+import socket
 import sys
+import warnings
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,6 +22,10 @@ def _dev(args: argparse.Namespace) -> int:
     from functions.local.scheduler import Scheduler
     from postbox import db
 
+    if not _port_free(args.host, args.port):
+        print(f"postbox dev: {args.host}:{args.port} is in use (another postbox dev?); choose --port or"
+              " POSTBOX_PORT", file=sys.stderr)
+        return 1
     state = Path(args.state_dir).resolve()
     state.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
@@ -49,6 +55,16 @@ def _dev(args: argparse.Namespace) -> int:
     return 0
 
 
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def _connect_admin() -> None:
     from functions.local.runtime import database, use_database
 
@@ -72,16 +88,27 @@ def _admin(args: argparse.Namespace) -> int:
             issued = tenancy.create_key(tenant, args.role, project=args.project, name=args.name,
                                         scopes=tuple(args.scope or ()), expires_at=expires)
             out = {"key": issued.key, "key_id": issued.key_id, "role": issued.role}
+        elif args.what == "project-create":
+            tenant = tenancy.tenant_id_by_name(args.tenant)
+            if tenant is None:
+                raise errors.NotFound(f"no tenant {args.tenant!r}")
+            out = {"project_id": tenancy.create_project(tenant, args.name), "tenant": args.tenant,
+                   "name": args.name}
         elif args.what == "key-list":
             tenant = tenancy.tenant_id_by_name(args.tenant)
             if tenant is None:
                 raise errors.NotFound(f"no tenant {args.tenant!r}")
             out = tenancy.list_keys(tenant)
         elif args.what == "key-revoke":
+            from postbox import config
+
             tenancy.revoke_key(args.key_id)
-            out = {"revoked": args.key_id}
+            seconds = config.settings().key_cache_seconds
+            out = {"revoked": args.key_id,
+                   "note": f"refused everywhere within {seconds} s: authorizers cache a resolved key that long"
+                           " (POSTBOX_KEY_CACHE_SECONDS)"}
         else:
-            out = _streams_admin(args)
+            out = _flows_admin(args)
     except errors.PostboxError as e:
         print(f"postbox admin: {e.message}", file=sys.stderr)
         return 1
@@ -89,15 +116,23 @@ def _admin(args: argparse.Namespace) -> int:
     return 0
 
 
-def _streams_admin(args: argparse.Namespace) -> object:
-    """Streaming-query grants (the flows quota) and hosted queries."""
+# The flows verbs were first named `streams-*`; the old names still work, with a notice.
+RENAMED = {"streams-grant": "flows-grant", "streams-revoke": "flows-revoke", "streams-grants": "flows-grants",
+           "streams-host": "flows-host"}
+
+
+def _flows_admin(args: argparse.Namespace) -> object:
+    """Flows grants (the streaming-query quota) and hosted flows queries."""
     from postbox.flows import hosted, quotas
 
-    if args.what == "streams-grant":
+    if args.what in RENAMED:
+        print(f"postbox admin: {args.what} is now {RENAMED[args.what]}", file=sys.stderr)
+        args.what = RENAMED[args.what]
+    if args.what == "flows-grant":
         return quotas.grant(args.tenant, max_queries=args.max_queries, enabled=not args.disabled)
-    if args.what == "streams-revoke":
+    if args.what == "flows-revoke":
         return quotas.revoke(args.tenant)
-    if args.what == "streams-grants":
+    if args.what == "flows-grants":
         return quotas.list_grants()
     return hosted.host_for_tenant(args.tenant, args.factory, reset=args.reset)
 
@@ -113,44 +148,67 @@ def _migrate(_: argparse.Namespace) -> int:
     return 0
 
 
+def _flows_verb(what, verb: str, meaning: str, *, hidden: bool) -> None:
+    helps = {
+        "flows-grant": "let a tenant register flows queries (create or replace a grant)",
+        "flows-revoke": "stop a tenant registering new flows queries",
+        "flows-grants": "list flows grants",
+        "flows-host": "run a flows query (module:function) as the flows-hosted agent",
+    }
+    cmd = what.add_parser(verb, help=None if hidden else helps[meaning])
+    if meaning in ("flows-grant", "flows-revoke", "flows-host"):
+        cmd.add_argument("tenant", help="tenant name or id")
+    if meaning == "flows-grant":
+        cmd.add_argument("--max-queries", type=int, default=None)
+        cmd.add_argument("--disabled", action="store_true")
+    if meaning == "flows-host":
+        cmd.add_argument("factory")
+        cmd.add_argument("--reset", action="store_true")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="postbox", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
-    dev = sub.add_parser("dev", help="run every route and agent locally on an embedded PostgreSQL")
-    dev.add_argument("--host", default="127.0.0.1")
-    dev.add_argument("--port", type=int, default=int(os.environ.get("POSTBOX_PORT", "8080")))
-    dev.add_argument("--state-dir", default=os.environ.get("POSTBOX_STATE_DIR", ".postbox"))
-    dev.add_argument("--long-poll-ms", type=int, default=None)
+    dev = sub.add_parser("dev", help="run every route and agent locally on an embedded PostgreSQL",
+                         description="Serve every route and run every agent locally, on an embedded PostgreSQL"
+                                     " (or DATABASE_URL), with a development key.",
+                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    dev.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    dev.add_argument("--port", type=int, default=int(os.environ.get("POSTBOX_PORT", "8080")),
+                     help="port to listen on (POSTBOX_PORT)")
+    dev.add_argument("--state-dir", default=os.environ.get("POSTBOX_STATE_DIR", ".postbox"),
+                     help="where the database and the development key live (POSTBOX_STATE_DIR)")
+    dev.add_argument("--long-poll-ms", type=int, default=None,
+                     help="the longest a long poll waits, in ms (POSTBOX_LONG_POLL_MS, 20000 when unset)")
     dev.set_defaults(run=_dev)
 
-    admin = sub.add_parser("admin", help="manage tenants and API keys (DATABASE_URL or the local database)")
+    admin = sub.add_parser("admin", help="manage tenants, projects and API keys (DATABASE_URL or the local database)")
     what = admin.add_subparsers(dest="what", required=True)
-    t = what.add_parser("tenant-create")
-    t.add_argument("name")
-    t.add_argument("--plan", default="free", choices=["free", "pro", "unlimited"])
-    k = what.add_parser("key-create")
-    k.add_argument("tenant")
-    k.add_argument("--role", default="write", choices=["read", "write", "manage", "anon"])
-    k.add_argument("--project", default=None)
-    k.add_argument("--name", default="")
-    k.add_argument("--scope", action="append")
-    k.add_argument("--days", type=int, default=None, help="expire after this many days")
-    kl = what.add_parser("key-list")
-    kl.add_argument("tenant")
-    kr = what.add_parser("key-revoke")
-    kr.add_argument("key_id")
-    sg = what.add_parser("streams-grant", help="let a tenant register streaming queries (flows)")
-    sg.add_argument("tenant", help="tenant name or id")
-    sg.add_argument("--max-queries", type=int, default=None)
-    sg.add_argument("--disabled", action="store_true")
-    sr = what.add_parser("streams-revoke", help="stop a tenant registering new streaming queries")
-    sr.add_argument("tenant")
-    what.add_parser("streams-grants", help="list streaming-query grants")
-    sh = what.add_parser("streams-host", help="run a query (module:function) as the flows-hosted agent")
-    sh.add_argument("tenant")
-    sh.add_argument("factory")
-    sh.add_argument("--reset", action="store_true")
+    t = what.add_parser("tenant-create", help="create a tenant (with its `default` project)",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    t.add_argument("name", help="the tenant's unique name (also its account in durable stream URLs)")
+    t.add_argument("--plan", default="free", choices=["free", "pro", "unlimited"], help="the tenant's plan")
+    pc = what.add_parser("project-create", help="create a project in a tenant (names are unique per tenant)")
+    pc.add_argument("tenant", help="tenant name")
+    pc.add_argument("name", help="the project's name")
+    k = what.add_parser("key-create", help="issue an API key (printed once; only its hash is stored)",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    k.add_argument("tenant", help="tenant name")
+    k.add_argument("--role", default="write", choices=["read", "write", "manage", "anon"],
+                   help="what the key may do: read < write < manage; anon = a project's anonymous key")
+    k.add_argument("--project", default=None, help="bind the key to this project (created if missing)")
+    k.add_argument("--name", default="", help="a label to recognise the key by")
+    k.add_argument("--scope", action="append",
+                   help="grant one explicit operation (e.g. scaiqueue:publish) beyond the role; repeatable")
+    k.add_argument("--days", type=int, default=None, help="expire after this many days (default: never)")
+    kl = what.add_parser("key-list", help="list a tenant's keys (prefixes, roles, expiry, revocation)")
+    kl.add_argument("tenant", help="tenant name")
+    kr = what.add_parser("key-revoke", help="revoke a key (refused everywhere within POSTBOX_KEY_CACHE_SECONDS)")
+    kr.add_argument("key_id", help="the key_id that key-create or key-list printed")
+    for new, old in [(v, k) for k, v in RENAMED.items()]:
+        for verb in (new, old):
+            _flows_verb(what, verb, new, hidden=verb == old)
     admin.set_defaults(run=_admin)
 
     mig = sub.add_parser("migrate", help="apply migrations to DATABASE_URL")
@@ -160,6 +218,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
+    # The embedded server's runtime folder falls back to /tmp without it; nothing to tell a user.
+    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")
     args = parser().parse_args(argv)
     return args.run(args)
 

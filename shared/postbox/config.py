@@ -23,6 +23,7 @@ class Settings:
     pool_min: int
     pool_max: int
     long_poll_ms: int
+    key_cache_seconds: int
     region: str | None
 
 
@@ -38,6 +39,7 @@ def settings() -> Settings:
         pool_min=_int("POSTBOX_POOL_MIN", 0),
         pool_max=_int("POSTBOX_POOL_MAX", 4),
         long_poll_ms=_int("POSTBOX_LONG_POLL_MS", 20000),
+        key_cache_seconds=_int("POSTBOX_KEY_CACHE_SECONDS", 30),
         region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
     )
 

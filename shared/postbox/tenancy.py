@@ -7,6 +7,7 @@ scopes, an optional project, an expiry and a revocation time.
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -128,6 +129,32 @@ def tenant_id_by_name(name: str) -> str | None:
     with db.transaction() as conn:
         row = conn.execute("SELECT id FROM tenants WHERE name = %s", (name,)).fetchone()
         return str(row[0]) if row else None
+
+
+PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def create_project(tenant_id: str, name: str) -> str:
+    """A new project of the tenant; its name is unique in the tenant (409 when taken)."""
+    if not isinstance(name, str) or not PROJECT_NAME.match(name):
+        raise Invalid("A project name is 1-64 letters, digits, dots, dashes or underscores, starting with a letter"
+                      " or digit.", code="invalid_name")
+    with db.transaction() as conn:
+        row = conn.execute(
+            "INSERT INTO projects (tenant_id, name) VALUES (%s, %s) ON CONFLICT (tenant_id, name) DO NOTHING"
+            " RETURNING id::text",
+            (tenant_id, name),
+        ).fetchone()
+    if row is None:
+        raise Conflict(f"a project named {name} already exists", code="project_exists")
+    return row[0]
+
+
+def list_projects(tenant_id: str) -> list[dict]:
+    with db.transaction() as conn:
+        cur = conn.execute("SELECT id::text, name, created_at FROM projects WHERE tenant_id = %s ORDER BY name",
+                           (tenant_id,))
+        return [{"project_id": i, "name": n, "created_at": c} for i, n, c in cur]
 
 
 def ensure_project(tenant_id: str, name: str) -> str:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 import psycopg
@@ -49,18 +50,29 @@ def long_poll(
     timeout_s: float,
     *,
     done: Callable[[T], bool] = bool,
-    recheck_s: float = RECHECK_SECONDS,
+    recheck_s: float | None = None,
 ) -> T:
     """Call `attempt` until its result is `done` or `timeout_s` (bounded by `max_wait_seconds`)
     has passed, sleeping between tries until a NOTIFY on the channels the attempt names, or at most
-    `recheck_s`. `attempt` returns (result, channels to wait on); the last result is returned."""
+    `recheck_s` (default RECHECK_SECONDS, read at call time so a test can prove the NOTIFY path by
+    making it long). `attempt` returns (result, channels to wait on); the last result is returned.
+
+    After an empty try the waiter starts listening and tries once more before it sleeps, so a write
+    that lands between the first try and the LISTEN is never missed."""
+    recheck_s = RECHECK_SECONDS if recheck_s is None else recheck_s
     deadline = time.monotonic() + max(0.0, min(timeout_s, max_wait_seconds()))
-    while True:
-        result, channels = attempt()
-        remaining = deadline - time.monotonic()
-        if done(result) or remaining <= 0:
-            return result
-        wait(channels, min(remaining, recheck_s))
+    result, channels = attempt()
+    while not done(result) and deadline > time.monotonic():
+        listened = list(channels)
+        with _listening(listened, deadline - time.monotonic()) as conn:
+            result, channels = attempt()
+            while not done(result) and list(channels) == listened:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return result
+                _sleep(conn, min(remaining, recheck_s))
+                result, channels = attempt()
+    return result
 
 
 def notify(conn: psycopg.Connection, channels: Iterable[str]) -> None:
@@ -77,10 +89,17 @@ def notify(conn: psycopg.Connection, channels: Iterable[str]) -> None:
 
 def wait(channels: Iterable[str], timeout_s: float) -> bool:
     """Wait up to `timeout_s` for a notification on any of `channels`; True if woken by one."""
+    with _listening(channels, timeout_s) as conn:
+        return _sleep(conn, timeout_s)
+
+
+@contextmanager
+def _listening(channels: Iterable[str], timeout_s: float) -> Iterator[psycopg.Connection | None]:
+    """Register as a waiter on `channels` (so writers notify them) and LISTEN until the block ends."""
     names = list(dict.fromkeys(channels))
     if not names:
-        time.sleep(max(0.0, timeout_s))
-        return False
+        yield None
+        return
     waiter = uuid.uuid4()
     with db.connection() as conn:
         try:
@@ -91,7 +110,15 @@ def wait(channels: Iterable[str], timeout_s: float) -> bool:
             )
             for name in names:
                 conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(name)))
-            return any(True for _ in conn.notifies(timeout=timeout_s, stop_after=1))
+            yield conn
         finally:
             conn.execute("UNLISTEN *")
             conn.execute("DELETE FROM waiters WHERE waiter = %s", (waiter,))
+
+
+def _sleep(conn: psycopg.Connection | None, timeout_s: float) -> bool:
+    """Block until a notification arrives on the listening `conn` or `timeout_s` passes."""
+    if conn is None:
+        time.sleep(max(0.0, timeout_s))
+        return False
+    return any(True for _ in conn.notifies(timeout=max(0.0, timeout_s), stop_after=1))

@@ -6,6 +6,7 @@ import time
 
 from postbox import db
 from support.http import client
+from support.waiters import wait_for_waiter
 
 
 def _create(api, name="emails", **settings):
@@ -354,7 +355,7 @@ def test_roles_limit_what_a_key_may_do(gateway, api):
         assert writer.post("/api/v1/queues", json={"name": "new"}).status_code == 403
 
 
-def test_long_poll_read_wakes_on_send(api):
+def test_long_poll_read_wakes_on_send(api, notify_only):
     import threading
 
     _create(api, "lp")
@@ -365,10 +366,11 @@ def test_long_poll_read_wakes_on_send(api):
 
     t = threading.Thread(target=reader)
     t.start()
-    time.sleep(0.5)
+    wait_for_waiter("queue_")
     api.post("/api/v1/queues/lp/send", json={"message": "wake"})
     t.join(15)
     assert [m["message"] for m in got["messages"]] == ["wake"]
+    assert notify_only == [True]
     assert api.post("/api/v1/queues/lp/read", json={"wait_seconds": 21}).status_code == 422
 
 

@@ -45,12 +45,65 @@ def test_migrate_command_is_up_to_date(database_url, capsys):
     assert code == 0 and "up to date" in out
 
 
-def test_streams_grants(database_url, capsys):
+def test_flows_grants(database_url, capsys):
     name = f"cli-{uuid.uuid4().hex[:8]}"
     _run(capsys, "admin", "tenant-create", name)
-    code, out, _ = _run(capsys, "admin", "streams-grant", name, "--max-queries", "3")
-    assert code == 0 and json.loads(out)
-    code, out, _ = _run(capsys, "admin", "streams-grants")
+    code, out, _ = _run(capsys, "admin", "flows-grant", name, "--max-queries", "3")
+    assert code == 0 and json.loads(out)["max_queries"] == 3
+    code, out, _ = _run(capsys, "admin", "flows-grants")
     assert code == 0 and name in out
-    code, out, _ = _run(capsys, "admin", "streams-revoke", name)
+    code, out, _ = _run(capsys, "admin", "flows-revoke", name)
     assert code == 0
+
+
+def test_the_old_streams_grant_names_still_work_with_a_notice(database_url, capsys):
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    _run(capsys, "admin", "tenant-create", name)
+    code, out, err = _run(capsys, "admin", "streams-grant", name, "--max-queries", "2")
+    assert code == 0 and json.loads(out)["max_queries"] == 2
+    assert "streams-grant is now flows-grant" in err
+
+
+def test_projects_are_created_by_name_once(database_url, capsys):
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    _run(capsys, "admin", "tenant-create", name)
+    code, out, _ = _run(capsys, "admin", "project-create", name, "payments")
+    assert code == 0 and json.loads(out)["name"] == "payments"
+    code, _, err = _run(capsys, "admin", "project-create", name, "payments")
+    assert code == 1 and "already exists" in err
+    code, _, err = _run(capsys, "admin", "project-create", name, "bad name!")
+    assert code == 1 and "project name" in err
+
+
+def test_key_revoke_says_how_long_caches_may_still_accept_the_key(database_url, capsys):
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    _run(capsys, "admin", "tenant-create", name)
+    _, out, _ = _run(capsys, "admin", "key-create", name)
+    code, out, _ = _run(capsys, "admin", "key-revoke", json.loads(out)["key_id"])
+    assert code == 0 and "within 30 s" in json.loads(out)["note"]
+
+
+def test_dev_refuses_a_busy_port_before_starting_anything(capsys, tmp_path):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        code = main(["dev", "--port", str(port), "--state-dir", str(tmp_path)])
+    assert code == 1 and "in use" in capsys.readouterr().err
+    assert not (tmp_path / "pgdata").exists()
+
+
+def test_every_command_has_help_with_defaults(capsys):
+    import pytest
+
+    with pytest.raises(SystemExit):
+        main(["dev", "--help"])
+    out = capsys.readouterr().out
+    assert "POSTBOX_PORT" in out and "default: 127.0.0.1" in out
+    with pytest.raises(SystemExit):
+        main(["admin", "--help"])
+    out = capsys.readouterr().out
+    for verb in ("tenant-create", "project-create", "key-create", "key-list", "key-revoke", "flows-grant"):
+        assert verb in out

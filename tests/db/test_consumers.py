@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import boto3
@@ -111,7 +112,21 @@ def test_lambda_invoker_calls_lambda_and_reports_function_errors():
         role = iam.create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
         client.create_function(FunctionName="postbox-consumer-x", Runtime="python3.12", Role=role,
                                Handler="h.h", Code={"ZipFile": b"x"})
-        lambda_invoker(client)("postbox-consumer-x", {"queue": "q", "messages": []})
+        calls = []
+
+        class Recording:
+            def invoke(self, **kwargs):
+                calls.append(kwargs)
+                answer = client.invoke(**kwargs)
+                calls.append(answer)
+                return answer
+
+        lambda_invoker(Recording())("postbox-consumer-x", {"queue": "q", "messages": [{"msg_id": 1}]})
+        request, answer = calls
+        assert request["FunctionName"] == "postbox-consumer-x"
+        assert request["InvocationType"] == "RequestResponse"  # synchronous: a failure is seen
+        assert json.loads(request["Payload"]) == {"queue": "q", "messages": [{"msg_id": 1}]}
+        assert answer["StatusCode"] == 200 and "FunctionError" not in answer
 
     class ErrorClient:
         def invoke(self, **kwargs):

@@ -13,6 +13,7 @@ from postbox.partitioned import consume, maintenance, payloads, service
 from postbox.partitioned.consume import Ack
 from postbox.partitioned.produce import Item
 from postbox.partitioned.service import PopRequest
+from support.waiters import wait_for_waiter
 
 
 def _push(principal, queue, payloads_, partition="Default", **kw):
@@ -256,16 +257,17 @@ def test_encrypted_queue_stores_ciphertext_and_returns_plaintext(tenant):
     assert _pop(p, "enc")[0]["data"] == {"secret": "s3cr3t-value"}
 
 
-def test_long_poll_wakes_on_push(tenant):
+def test_long_poll_wakes_on_push(tenant, notify_only):
     p = tenant.principal
     service.configure(p, "lp", {})
     got = []
     t = threading.Thread(target=lambda: got.extend(_pop(p, "lp", wait=True, timeout_ms=2500)))
     t.start()
-    time.sleep(0.3)
+    wait_for_waiter("pq_")
     _push(p, "lp", ["hello"])
     t.join()
     assert [m["data"] for m in got] == ["hello"]
+    assert notify_only == [True]
 
 
 def test_agent_sweeps_expired_leases_and_retention_safely_when_overlapping(tenant):

@@ -52,3 +52,34 @@ def test_sends_to_other_queues_do_not_wake(tenant):
     service.send_messages(tenant.principal, "b", ["not for a"])
     t.join(10)
     assert woken["a"] is False
+
+
+def test_long_poll_is_woken_by_notify_not_by_its_recheck(tenant, notify_only):
+    """With the re-check a minute away, only the send's NOTIFY can end this wait in time."""
+    service.create_queue(tenant.principal, "q", {})
+    channel = _queue_channel(tenant, "q")
+    found = []
+    tries = []
+
+    def attempt():
+        tries.append(1)
+        return list(found), [channel]
+
+    result = {}
+    t = threading.Thread(target=lambda: result.setdefault("r", wakeup.long_poll(attempt, 20)))
+    t.start()
+    while not _registered(channel):
+        time.sleep(0.02)
+    found.append("hello")
+    service.send_messages(tenant.principal, "q", ["hello"])
+    t.join(15)
+    assert result.get("r") == ["hello"]
+    assert notify_only == [True]  # one sleep, ended by the send's NOTIFY
+    assert len(tries) == 3  # the first try, the try once listening, the try after the wake-up
+
+
+def test_long_poll_gives_up_at_its_timeout_with_the_last_result(tenant):
+    service.create_queue(tenant.principal, "q", {})
+    channel = _queue_channel(tenant, "q")
+    assert wakeup.long_poll(lambda: ([], [channel]), 0.3, recheck_s=0.1) == []
+    assert not _registered(channel)

@@ -13,8 +13,8 @@ from typing import Any
 
 import psycopg
 
-from .. import db
-from ..errors import Conflict, Forbidden, Invalid, Unauthorized
+from .. import db, tenancy
+from ..errors import Conflict, Invalid
 from ..partitioned.produce import uuid7
 from ..tenancy import Principal
 from . import quotas
@@ -34,11 +34,7 @@ class QueryRow:
 
 def require(principal: Principal, need: str) -> str:
     """The caller's tenant, if its role allows `need` (read for state reads, write otherwise)."""
-    if principal.is_anonymous:
-        raise Unauthorized("This key cannot use streaming queries.")
-    if not principal.can(need):
-        raise Forbidden(f"This key's role ({principal.role}) cannot do this; it needs {need}.")
-    return principal.tenant_id
+    return tenancy.require(principal, need, what="flows")
 
 
 _COLUMNS = "id::text, tenant_id::text, name, source_queue, sink_queue, config_hash"

@@ -1,14 +1,13 @@
-"""Consumer-group cursors on log partitions: committed offset, one lease at a time, retries.
+"""Consumer-group cursors on log partitions: where each group reads, and reading from there.
 
 One row per (partition, group). Everything below `committed` is consumed by the group; a lease
-covers the batch [batch_start, batch_end) until it expires. A claim locks the row with
-SKIP LOCKED, so a partition serves one lease per group at a time while other partitions and
+(see `leases`) covers the batch [batch_start, batch_end) until it expires. A claim locks the row
+with SKIP LOCKED, so a partition serves one lease per group at a time while other partitions and
 other groups are served in parallel. Time comes from the database. No wire format here.
 """
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -33,10 +32,11 @@ ORDER BY end_offset
 """
 
 
-def _cut(rows: list[tuple], cursor: int, until: int, max_records: int, out: list[frames.Entry]) -> int:
+def cut(rows: list[tuple], cursor: int, until: int, max_records: int, out: list[frames.Entry]) -> int:
     """Append the entries at offsets >= cursor (and < until) of these segments to `out`, up to
     `max_records`; frames before the cursor are skipped by their headers, never decoded.
-    Returns the offset after the last frame looked at."""
+    `rows` are (first_offset, codec, frames, created_at ms) in log order, as a surface's own SQL
+    function returns them. Returns the offset after the last frame looked at."""
     header, size = frames._HEADER, frames._HEADER.size
     no_key, no_headers = frames._NO_KEY, frames._NO_HEADERS
     for first, codec, stored, seg_ts in rows:
@@ -77,7 +77,7 @@ def read_window(conn: psycopg.Connection, partition_id: int, from_offset: int, m
                                         "need": max_records - len(out)}).fetchall()
         if not rows:
             break
-        cursor = _cut(rows, cursor, until, max_records, out)
+        cursor = cut(rows, cursor, until, max_records, out)
     return out
 
 
@@ -97,7 +97,7 @@ class Cursor:
     batch_start: int | None
     batch_end: int | None
     batch_last_id: str | None    # the id of the leased batch's last record (acks name it)
-    retry_count: int
+    attempts: int                # failed deliveries of the batch at `committed` (column retry_count)
     next_offset: int             # the partition's next offset (its end)
     now_ms: int                  # the database's clock when the row was read
     tenant_id: str
@@ -105,7 +105,7 @@ class Cursor:
     owner_id: int
 
 
-_COLUMNS = """
+COLUMNS = """
 c.partition_id, p.name, c.consumer_group, c.committed, c.lease_id::text,
 coalesce(c.lease_id IS NOT NULL AND c.lease_expires_at > clock_timestamp(), false),
 c.batch_start, c.batch_end, c.batch_last_id, c.retry_count, p.next_offset,
@@ -144,7 +144,7 @@ def ensure(conn: psycopg.Connection, owner_kind: str, owner_id: int, group: str,
 
 _CLAIM = f"""
 WITH c AS (
-    SELECT {_COLUMNS}, greatest(c.committed, p.start_offset) AS read_from
+    SELECT {COLUMNS}, greatest(c.committed, p.start_offset) AS read_from
     FROM log_cursors c JOIN log_partitions p ON p.id = c.partition_id
     WHERE p.owner_kind = %(k)s AND p.owner_id = %(o)s AND c.consumer_group = %(g)s
       AND (%(pid)s::bigint IS NULL OR p.id = %(pid)s::bigint)
@@ -184,39 +184,8 @@ def claim(conn: psycopg.Connection, owner_kind: str, owner_id: int, group: str, 
     cursor = Cursor(*rows[0][:_CURSOR_FIELDS])
     segments = [r[_CURSOR_FIELDS + 1:] for r in rows if r[_CURSOR_FIELDS + 1] is not None]
     entries: list[frames.Entry] = []
-    _cut(segments, cursor.committed, 2**62, max_records, entries)
+    cut(segments, cursor.committed, 2**62, max_records, entries)
     return cursor, entries
-
-
-def grant(conn: psycopg.Connection, cursor: Cursor, batch_end: int, lease_seconds: float, last_id: str | None = None,
-          retry_count: int | None = None) -> tuple[str, datetime]:
-    """Lease [committed, batch_end) on a claimed cursor (`last_id`: its last record's id); returns
-    (lease id, expiry)."""
-    lease_id = str(uuid.uuid4())
-    expires = conn.execute(
-        "UPDATE log_cursors SET lease_id = %(l)s, lease_expires_at = clock_timestamp() + %(s)s * interval '1 second',"
-        " batch_start = committed, batch_end = %(e)s, batch_last_id = %(last)s,"
-        " retry_count = coalesce(%(r)s, retry_count),"
-        " available_at = NULL, served_at = clock_timestamp()"
-        " WHERE partition_id = %(p)s AND consumer_group = %(g)s RETURNING lease_expires_at",
-        {"l": lease_id, "s": lease_seconds, "e": batch_end, "last": last_id, "r": retry_count, "p": cursor.partition_id,
-         "g": cursor.group},
-    ).fetchone()[0]
-    return lease_id, expires
-
-
-def held(conn: psycopg.Connection, lease_id: str) -> Cursor | None:
-    """The cursor holding `lease_id` (live or expired), locked for the caller's transaction."""
-    try:
-        uuid.UUID(str(lease_id))
-    except ValueError:
-        return None
-    row = conn.execute(
-        f"SELECT {_COLUMNS} FROM log_cursors c JOIN log_partitions p ON p.id = c.partition_id"
-        " WHERE c.lease_id = %s FOR UPDATE OF c",
-        (str(lease_id),),
-    ).fetchone()
-    return Cursor(*row) if row else None
 
 
 def commit(conn: psycopg.Connection, cursor: Cursor, upto: int, *, release: bool, consumed: int | None = None) -> None:
@@ -235,38 +204,6 @@ def commit(conn: psycopg.Connection, cursor: Cursor, upto: int, *, release: bool
         " WHERE partition_id = %(p)s AND consumer_group = %(g)s",
         {"n": consumed, "u": upto, "r": release, "p": cursor.partition_id, "g": cursor.group},
     )
-
-
-def release(conn: psycopg.Connection, cursor: Cursor, *, retry_count: int, delay_ms: int = 0) -> None:
-    """Drop the lease without committing: the same records redeliver, after `delay_ms`."""
-    conn.execute(
-        "UPDATE log_cursors SET lease_id = NULL, lease_expires_at = NULL, batch_start = NULL, batch_end = NULL,"
-        " batch_last_id = NULL,"
-        " retry_count = %(r)s,"
-        " available_at = CASE WHEN %(d)s > 0 THEN clock_timestamp() + %(d)s * interval '1 millisecond' END"
-        " WHERE partition_id = %(p)s AND consumer_group = %(g)s",
-        {"r": retry_count, "d": delay_ms, "p": cursor.partition_id, "g": cursor.group},
-    )
-
-
-def extend(conn: psycopg.Connection, cursor: Cursor, seconds: float) -> datetime:
-    """Push a live lease's expiry to `seconds` from now."""
-    return conn.execute(
-        "UPDATE log_cursors SET lease_expires_at = clock_timestamp() + %s * interval '1 second'"
-        " WHERE partition_id = %s AND consumer_group = %s RETURNING lease_expires_at",
-        (seconds, cursor.partition_id, cursor.group),
-    ).fetchone()[0]
-
-
-def expired(conn: psycopg.Connection, owner_kind: str, limit: int) -> list[Cursor]:
-    """Cursors whose lease ran out, locked (SKIP LOCKED, so overlapping sweeps share the work)."""
-    rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM log_cursors c JOIN log_partitions p ON p.id = c.partition_id"
-        " WHERE c.lease_id IS NOT NULL AND c.lease_expires_at <= clock_timestamp() AND p.owner_kind = %s"
-        " ORDER BY c.lease_expires_at LIMIT %s FOR UPDATE OF c SKIP LOCKED",
-        (owner_kind, limit),
-    ).fetchall()
-    return [Cursor(*r) for r in rows]
 
 
 def slowest(conn: psycopg.Connection, partition_id: int) -> int | None:

@@ -12,6 +12,8 @@ from typing import Any
 
 import psycopg
 
+from ..log.retry import RetryPolicy
+
 
 @dataclass(frozen=True)
 class QueueRef:
@@ -21,6 +23,13 @@ class QueueRef:
     visibility_timeout_sec: int
     max_reads: int | None
     dead_letter_queue_id: int | None
+
+    @property
+    def policy(self) -> RetryPolicy:
+        """`max_reads` in the shared retry vocabulary: max_attempts, with `read_ct` the attempts.
+        The claim (SQL `queue_claim`) applies the decision: a message already read max_attempts
+        times is dead-lettered instead of handed out."""
+        return RetryPolicy(self.max_reads)
 
 
 @dataclass(frozen=True)
@@ -72,12 +81,13 @@ def read(conn: psycopg.Connection, queue: QueueRef, qty: int, vt: float | None =
     """Claim up to `qty` visible messages for `vt` seconds, in msg_id order from the queue's claim
     head (SQL: queue_claim; see migration 0008 for the head).
 
-    A claimed message already read `max_reads` times is dead-lettered by the same statement
-    instead of being handed out: moved to the dead-letter queue (keeping its id) or archived as dead.
+    A claimed message that used up the queue's attempts (read `max_reads` times) is dead-lettered
+    by the same statement instead of being handed out: moved to the dead-letter queue (keeping its
+    id) or archived as dead.
     """
     rows = conn.execute(
         "SELECT * FROM queue_claim(%s, %s, %s, %s, %s)",
-        (queue.id, qty, queue.visibility_timeout_sec if vt is None else vt, queue.max_reads,
+        (queue.id, qty, queue.visibility_timeout_sec if vt is None else vt, queue.policy.max_attempts,
          queue.dead_letter_queue_id),
     )
     return _messages(rows)

@@ -1,7 +1,8 @@
 """Partitioned queues (Queen-MQ style) on the log engine: push, pop with leases, ack, DLQ.
 
 Modules: `queues` (queue rows and options), `payloads` (JSON and encryption envelopes),
-`produce` (push on an open connection), `consume` (lease, ack, extend on an open connection),
+`produce` (push on an open connection), `consume` (pop with leases), `acks` (ack, extend),
+`failures` (retry or dead letter, on the log engine's lease module), `shapes` (message documents),
 `dlq` (dead letters), `counters` (per-queue counters), `resources` (a queue's state for the
 resources API), `maintenance` (the agent's sweeps), `service` (one unit of work per call).
 """

@@ -1,4 +1,8 @@
-"""Dead letters: messages that failed past their queue's retry limit, listed and replayed."""
+"""Dead letters: messages that failed past their queue's retry limit, recorded, listed and replayed.
+
+A dead letter is a copy of the record (it outlives retention and replays without the log), with
+`retryCount`, the retries it had after its first delivery (its failed attempts - 1).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,30 @@ import psycopg
 
 from ..errors import NotFound
 from ..log import store
-from ..log.frames import Record
+from ..log.cursors import Cursor
+from ..log.frames import Entry, Record
 from . import counters, payloads, queues
-from .consume import iso
+from .shapes import iso
+
+_RECORD = """
+WITH dead AS (
+    INSERT INTO pq_dead_letters (tenant_id, queue_id, partition_id, consumer_group, "offset", transaction_id,
+                                 message_id, headers, payload, created_at, retry_count, error)
+    SELECT %s, %s, %s, %s, o, t, m, h, d, to_timestamp(ts / 1000.0), %s, %s
+    FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::bytea[], %s::bytea[], %s::bigint[]) AS u(o, t, m, h, d, ts)
+    RETURNING queue_id
+)
+SELECT pq_count(queue_id, 0, 0, 0, count(*), 0) FROM dead GROUP BY queue_id
+"""
+
+
+def record(conn: psycopg.Connection, cur: Cursor, entries: list[Entry], attempts: int, error: str | None) -> None:
+    """The queue's dead-letter store for the lease module: copy the records, count them (one statement)."""
+    conn.execute(_RECORD, (
+        cur.tenant_id, cur.owner_id, cur.partition_id, cur.group, attempts - 1, error,
+        [e.offset for e in entries], [e.id for e in entries], [e.key for e in entries],
+        [e.headers for e in entries], [e.payload for e in entries], [e.ts_ms for e in entries]))
+
 
 _LIST = """
 SELECT d.id, q.name, p.name, d.partition_id, d.consumer_group, d."offset", d.transaction_id, d.message_id,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from .. import db
-from ..log import cursors, store
+from ..log import cursors, leases, store
 from . import OWNER_KIND, consume, queues
 
 _LOCK_SPACE = 0x5051  # "PQ": advisory lock key space of partition retention
@@ -21,7 +21,7 @@ def sweep_leases(batch: int = 500, budget_s: float = 20.0) -> dict[str, int]:
     deadline = time.monotonic() + budget_s
     while time.monotonic() < deadline:
         with db.transaction() as conn:
-            found = cursors.expired(conn, OWNER_KIND, batch)
+            found = leases.expired(conn, OWNER_KIND, batch)
             known: dict[int, queues.Queue] = {}
             for cur in found:
                 queue = known.get(cur.owner_id) or queues.by_id(conn, cur.owner_id)

@@ -54,11 +54,6 @@ def uuid7() -> str:
     return uuid7s(1)[0]
 
 
-def channel(queue_id: int) -> str:
-    """The long-poll channel of a queue (pops on any of its partitions wait on it)."""
-    return f"pq_{queue_id}"
-
-
 # The (tenant, queue)s last seen encrypted: records are framed with this guess and pq_push refuses
 # a wrong one (nothing appended), so a stale entry costs one retry. Only encrypted queues are kept.
 _encrypted: set[tuple[str, str]] = set()

@@ -6,28 +6,22 @@ answered exactly like a missing one. Pops long-poll on the queue's wake-up chann
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .. import config, db, wakeup
-from ..errors import Forbidden, Invalid, Unauthorized
+from .. import db, tenancy, wakeup
+from ..errors import Invalid
 from ..tenancy import Principal
 from . import QUEUE_MODE, consume, dlq, produce, queues, resources
 from .consume import Ack
 from .produce import Item
 
-RECHECK_SECONDS = 1.0  # long polls re-check this often (leases expire and delays fall due silently)
 MAX_LEASE_SECONDS = 7 * 24 * 3600
 
 
 def _require(principal: Principal, need: str) -> str:
-    if principal.is_anonymous:
-        raise Unauthorized("This key cannot use partitioned queues.")
-    if not principal.can(need):
-        raise Forbidden(f"This key's role ({principal.role}) cannot do this; it needs {need}.")
-    return principal.tenant_id
+    return tenancy.require(principal, need, what="partitioned queues")
 
 
 def configure(principal: Principal, queue: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -65,17 +59,16 @@ def pop(principal: Principal, request: PopRequest) -> list[dict[str, Any]]:
     """Lease the next batch of one partition; with `wait`, long-poll (bounded) until one is ready."""
     tenant = _require(principal, "write")
     group = request.consumer_group or QUEUE_MODE
-    limit_s = config.settings().long_poll_ms / 1000
-    wait_s = min((request.timeout_ms if request.timeout_ms is not None else limit_s * 1000) / 1000, limit_s)
-    deadline = time.monotonic() + (wait_s if request.wait else 0)
-    while True:
+    limit_ms = wakeup.max_wait_seconds() * 1000
+    wait_ms = (request.timeout_ms if request.timeout_ms is not None else limit_ms) if request.wait else 0
+
+    def attempt() -> tuple[list[dict[str, Any]], list[str]]:
         with db.connection() as conn:  # autocommit: the usual pop is two single-statement steps
             queue_id, found = consume.pop(conn, tenant, request.queue, request.partition, group, request.batch,
                                           start=request.start, auto_ack=request.auto_ack)
-        remaining = deadline - time.monotonic()
-        if found or remaining <= 0:
-            return found
-        wakeup.wait([produce.channel(queue_id)], min(remaining, RECHECK_SECONDS))
+        return found, [wakeup.channel(wakeup.PARTITIONED, queue_id)]
+
+    return wakeup.long_poll(attempt, wait_ms / 1000)
 
 
 def ack(principal: Principal, acks: list[Ack]) -> list[dict[str, Any]]:
@@ -127,7 +120,7 @@ def replay(principal: Principal, ids: list[int]) -> dict[str, Any]:
         queue_ids = [r[0] for r in conn.execute(
             "SELECT DISTINCT owner_id FROM log_partitions WHERE id = ANY(%s)",
             ([int(r["partitionId"]) for r in results],))]
-        wakeup.notify(conn, [produce.channel(q) for q in queue_ids])
+        wakeup.notify(conn, [wakeup.channel(wakeup.PARTITIONED, q) for q in queue_ids])
     return {"replayed": len(results), "results": results}
 
 

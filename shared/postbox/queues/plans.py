@@ -1,10 +1,13 @@
-"""Plan limits and usage for a tenant, read in one statement."""
+"""Plan limits and usage for a tenant: Python reads and checks them through the same SQL functions
+(plan_usage, plan_check) that queue_send calls, so a limit has one definition."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import psycopg
+
+from .. import db
 
 
 @dataclass(frozen=True)
@@ -32,17 +35,13 @@ class Usage:
     messages_month: int
 
 
-_LIMITS_AND_USAGE = """
-SELECT p.max_queues, p.messages_month, p.max_message_bytes, p.storage_bytes, p.retention_days,
-       (SELECT count(*) FROM queues WHERE tenant_id = t.id),
-       (SELECT coalesce(sum(stored_bytes), 0) FROM tenant_storage WHERE tenant_id = t.id),
-       (SELECT coalesce(sum(messages), 0) FROM tenant_monthly_messages
-         WHERE tenant_id = t.id AND month = date_trunc('month', clock_timestamp())::date)
-FROM tenants t JOIN plans p ON p.name = t.plan
-WHERE t.id = %s
-"""
-
-
 def limits_and_usage(conn: psycopg.Connection, tenant_id: str) -> tuple[Limits, Usage]:
-    row = conn.execute(_LIMITS_AND_USAGE, (tenant_id,)).fetchone()
+    """The plan's limits and the tenant's usage (SQL: plan_usage, which queue_send's checks share)."""
+    row = conn.execute("SELECT * FROM plan_usage(%s)", (tenant_id,)).fetchone()
     return Limits(*row[:5]), Usage(int(row[5]), int(row[6]), int(row[7]))
+
+
+def check_new_queue(conn: psycopg.Connection, tenant_id: str) -> None:
+    """Refuse a queue over the plan's max_queues (SQL: plan_check, the one limit check)."""
+    with db.domain_errors():
+        conn.execute("SELECT plan_check(%s, 0, 0, 1)", (tenant_id,))

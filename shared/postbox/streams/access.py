@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 import psycopg
 
-from ..errors import Forbidden, NotFound
-from ..tenancy import DEFAULT_PROJECT, Principal
+from .. import tenancy
+from ..errors import NotFound
+from ..tenancy import Principal
 
 
 @dataclass(frozen=True)
@@ -21,23 +22,18 @@ class Project:
 
 
 def require(principal: Principal, need: str) -> None:
-    """read < write < manage; anonymous keys cannot use streams."""
-    if not principal.can(need):
-        raise Forbidden(f"This key's role ({principal.role}) cannot do this; it needs {need}.")
+    """The shared check: read < write < manage; anonymous keys cannot use keyed streams."""
+    tenancy.require(principal, need, what="keyed streams")
 
 
 def project(conn: psycopg.Connection, principal: Principal, name: str | None) -> Project:
     """The project a request works in: the key's own, else the one named (default `default`)."""
     if principal.project_id:
-        row = conn.execute("SELECT id, name FROM projects WHERE id = %s", (principal.project_id,)).fetchone()
-    else:
-        name = name or DEFAULT_PROJECT
-        row = conn.execute(
-            "SELECT id, name FROM projects WHERE tenant_id = %s AND name = %s", (principal.tenant_id, name)
-        ).fetchone()
-    if row is None:
-        raise NotFound(f"no project named {name}", code="project_not_found")
-    return Project(str(row[0]), row[1])
+        row = conn.execute("SELECT id::text, name FROM projects WHERE id = %s", (principal.project_id,)).fetchone()
+        if row is None:
+            raise NotFound("the key's project no longer exists", code="project_not_found")
+        return Project(*row)
+    return Project(*tenancy.find_project(conn, principal.tenant_id, name))
 
 
 def project_filter(conn: psycopg.Connection, principal: Principal, name: str | None) -> Project | None:

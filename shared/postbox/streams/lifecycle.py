@@ -23,7 +23,8 @@ _LOCK_BASE = 0x73747265 << 32  # "stre": advisory lock keys of stream retention
 
 
 def channel(stream_id: int) -> str:
-    return f"stream_{stream_id}"
+    """The long-poll channel of a keyed stream (its subscriptions' consumers wait on it)."""
+    return wakeup.channel(wakeup.KEYED_STREAM, stream_id)
 
 
 _PROMOTE = """

@@ -13,14 +13,13 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import errors as pg_errors
 
-from .. import config, db, wakeup
+from .. import db, wakeup
 from ..errors import Conflict, Invalid, NotFound
 from ..tenancy import Principal
 from . import access, catalog, delivery, lifecycle, messages, publishing, subscriptions
 from .durations import default_retention, iso, parse_duration
 
 T = TypeVar("T")
-RECHECK_SECONDS = 1.0
 
 
 def _work(fn: Callable[[psycopg.Connection], T]) -> T:
@@ -281,8 +280,6 @@ def consume(principal: Principal, name: str, project: str | None, sub_name: str,
             lease_ms: int | None, wait_ms: int) -> dict[str, Any]:
     """Lease up to `max_messages` messages, one per key; waits up to `wait_ms` for one to arrive."""
     access.require(principal, "write")
-    wait_s = min(wait_ms, config.settings().long_poll_ms) / 1000
-    deadline = time.monotonic() + wait_s
 
     def run(conn):
         stream = _stream(conn, principal, name, project)
@@ -293,14 +290,9 @@ def consume(principal: Principal, name: str, project: str | None, sub_name: str,
         docs = {d["offset"]: d for d in messages.documents(conn, stream, [rows[d.offset] for d in leased])}
         found = [{**docs[d.offset], "receipt": d.receipt, "attempt": d.attempt,
                   "lease_expires_at": iso(d.lease_until)} for d in leased if d.offset in docs]
-        return stream.id, found
+        return found, [lifecycle.channel(stream.id)]
 
-    while True:
-        stream_id, found = _work(run)
-        left = deadline - time.monotonic()
-        if found or left <= 0:
-            return {"messages": found}
-        wakeup.wait([lifecycle.channel(stream_id)], min(left, RECHECK_SECONDS))
+    return {"messages": wakeup.long_poll(lambda: _work(run), wait_ms / 1000)}
 
 
 def _receipts(receipts: list[str]) -> list:

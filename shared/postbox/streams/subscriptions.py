@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 
 from ..errors import Conflict, NotFound
+from ..log.retry import RetryPolicy
 from .catalog import Stream
 from .durations import iso
 
@@ -32,6 +33,11 @@ class Subscription:
     pending: int
     acked: int
     dead: int
+
+    @property
+    def policy(self) -> RetryPolicy:
+        """`max_deliveries` in the shared retry vocabulary: max_attempts (a nack names its delay)."""
+        return RetryPolicy(self.max_deliveries)
 
 
 _COLUMNS = "id, stream_id, name, max_deliveries, lease_ms, created_at, pending, acked, dead"

@@ -1,0 +1,202 @@
+"""Acks and extensions of a partitioned queue's leases, on an open connection.
+
+An ack commits the group's cursor:
+- by transactionId: up to and including that message (earlier messages of the lease with it);
+  the lease is released once the whole leased batch is committed;
+- without one (the whole lease): to the batch end.
+A failed ack fails the uncommitted rest of the lease: one more failed attempt, and the queue's
+retry policy decides (see `failures`): the same messages redeliver after retryDelay, or, past
+retryLimit, go to the dead letters and the cursor moves past them.
+The usual ack (one lease, all completed) is one SQL statement (`pq_ack`); the rest is decided here.
+Nothing here commits, so a caller can ack inside its own transaction (`transaction`, cycles).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from ..errors import Conflict, Invalid, NotFound
+from ..log import cursors, leases
+from . import OWNER_KIND, counters, failures, queues
+from .shapes import is_ok
+
+
+@dataclass(frozen=True)
+class Ack:
+    lease_id: str
+    status: str | None = "completed"
+    transaction_id: str | None = None   # None: the whole leased batch
+    partition_id: str | None = None
+    consumer_group: str | None = None
+    error: str | None = None
+
+
+def _holder(conn: psycopg.Connection, tenant_id: str, lease_id: str, partition_id: str | None,
+            group: str | None) -> cursors.Cursor:
+    """The live lease's cursor, locked; a stale, foreign or mismatched lease changes nothing."""
+    cur = leases.held(conn, lease_id)
+    if (cur is not None and cur.tenant_id == tenant_id and cur.owner_kind == OWNER_KIND and cur.lease_live
+            and (partition_id is None or str(cur.partition_id) == str(partition_id))
+            and (group is None or cur.group == group)):
+        return cur
+    if partition_id is not None:
+        check_partition(conn, tenant_id, partition_id)
+    raise Conflict("lease is not held: it expired, was released, or is not yours", code="invalid_lease")
+
+
+def check_partition(conn: psycopg.Connection, tenant_id: str, partition_id: str) -> None:
+    """404 unless `partition_id` is one of the tenant's partitioned-queue partitions."""
+    pid = str(partition_id)
+    found = pid.isdigit() and conn.execute(
+        "SELECT 1 FROM log_partitions WHERE id = %s AND tenant_id = %s AND owner_kind = %s",
+        (int(pid), tenant_id, OWNER_KIND),
+    ).fetchone()
+    if not found:
+        raise NotFound("partition not found")
+
+
+def _locate(conn: psycopg.Connection, cur: cursors.Cursor, transaction_ids: list[str]) -> dict[str, int]:
+    """Offsets of these transactions inside the leased batch; 409 for one that is not in it."""
+    start, end = cur.batch_start, cur.batch_end
+    if len(transaction_ids) == 1 and transaction_ids[0] == cur.batch_last_id:
+        return {cur.batch_last_id: end - 1}  # the usual ack names the batch's last message
+    entries = cursors.read_window(conn, cur.partition_id, start, end - start, end)
+    offsets = {e.id: e.offset for e in entries}
+    for tid in transaction_ids:
+        if tid not in offsets:
+            raise Conflict(f"transactionId {tid} is not in this lease", code="not_in_lease")
+    return offsets
+
+
+def _settle(conn: psycopg.Connection, cur: cursors.Cursor, acks: list[Ack]) -> dict[str, Any]:
+    """Apply one lease's acks: commit what completed (in log order), fail the rest."""
+    whole = any(a.transaction_id is None for a in acks)
+    offsets = {} if whole else _locate(conn, cur, [a.transaction_id for a in acks])
+    failed = [cur.committed if a.transaction_id is None else offsets[a.transaction_id]
+              for a in acks if not is_ok(a.status)]
+    failed = [o for o in failed if o >= cur.committed]
+    if not failed:
+        upto = cur.batch_end if whole else max(offsets[a.transaction_id] for a in acks) + 1
+        upto = max(upto, cur.committed)
+        release = upto >= cur.batch_end
+        cursors.commit(conn, cur, upto, release=release)
+        counters.add(conn, cur.owner_id, acked=upto - cur.committed)
+        return {"count": upto - cur.committed, "lease_released": release, "dlq": False}
+    upto = min(failed)
+    # A nack fails the uncommitted rest of the lease: those records count as failed.
+    counters.add(conn, cur.owner_id, acked=upto - cur.committed, failed=max((cur.batch_end or upto) - upto, 0))
+    error = next((a.error for a in acks if a.error), None)
+    dlq = failures.nack(conn, queues.by_id(conn, cur.owner_id), cur, upto, error)
+    return {"count": upto - cur.committed, "lease_released": True, "dlq": dlq}
+
+
+def _commit_whole(conn: psycopg.Connection, tenant_id: str, first: Ack,
+                  group: list[Ack]) -> tuple[int, dict[str, Any]] | None:
+    """The usual ack (all completed, naming the whole lease or its last message) in one statement;
+    None when it does not apply or the lease is not held (the general path then decides)."""
+    if not all(is_ok(a.status) for a in group):
+        return None
+    pid = str(first.partition_id) if first.partition_id is not None else None
+    if pid is not None and not pid.isdigit():
+        return None
+    try:
+        uuid.UUID(str(first.lease_id))
+    except ValueError:
+        return None
+    txs = [a.transaction_id for a in group]
+    done = conn.execute(_ACK, (str(first.lease_id), tenant_id, int(pid) if pid else None, first.consumer_group,
+                               None if None in txs else txs)).fetchone()
+    if done is None:
+        return None
+    return done[0], {"count": done[1], "lease_released": True, "dlq": False}
+
+
+# The usual ack: commit the whole lease, release it and count it, in one round trip (migration 0004).
+_ACK = "SELECT * FROM pq_ack(%s::uuid, %s::uuid, %s::bigint, %s::text, %s::text[])"
+
+
+def ack_one_statement(conn: psycopg.Connection, tenant_id: str, acks: list[Ack]) -> list[dict[str, Any]] | None:
+    """The usual ack (one lease, all completed, naming the whole lease or its last message) as one
+    statement, safe on an autocommit connection; None (nothing changed) when `ack` must decide."""
+    lease_id = str(acks[0].lease_id)
+    if any(str(a.lease_id) != lease_id or str(a.partition_id) != str(acks[0].partition_id) for a in acks):
+        return None
+    fast = _commit_whole(conn, tenant_id, acks[0], acks)
+    if fast is None:
+        return None
+    return _ack_results(acks, {lease_id: fast[0]}, {lease_id: fast[1]})
+
+
+def _ack_results(acks: list[Ack], partition_of: dict[str, int],
+                 settled: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{
+        "transactionId": a.transaction_id,
+        "leaseId": str(a.lease_id),
+        "partitionId": str(partition_of[str(a.lease_id)]),
+        "status": "completed" if is_ok(a.status) else "failed",
+        "success": True,
+        "dlq": settled[str(a.lease_id)]["dlq"],
+        "leaseReleased": settled[str(a.lease_id)]["lease_released"],
+    } for a in acks]
+
+
+def ack(conn: psycopg.Connection, tenant_id: str, acks: list[Ack]) -> list[dict[str, Any]]:
+    """Acks, grouped by lease; all or nothing (one refused lease refuses the call).
+    One result per ack, in input order."""
+    by_lease: dict[str, list[Ack]] = {}
+    for a in acks:
+        by_lease.setdefault(str(a.lease_id), []).append(a)
+    partition_of: dict[str, int] = {}
+    settled: dict[str, dict[str, Any]] = {}
+    for lease_id in sorted(by_lease):  # a fixed lock order: concurrent batch acks cannot deadlock
+        group = by_lease[lease_id]
+        first = group[0]
+        if any(a.partition_id is not None and str(a.partition_id) != str(first.partition_id) for a in group):
+            raise Conflict("lease is not held: it expired, was released, or is not yours", code="invalid_lease")
+        fast = _commit_whole(conn, tenant_id, first, group)
+        if fast is not None:
+            partition_of[lease_id], settled[lease_id] = fast
+            continue
+        cur = _holder(conn, tenant_id, lease_id, first.partition_id, first.consumer_group)
+        partition_of[lease_id], settled[lease_id] = cur.partition_id, _settle(conn, cur, group)
+    return _ack_results(acks, partition_of, settled)
+
+
+def ack_lease(conn: psycopg.Connection, tenant_id: str, lease_id: str, *, status: str | None = "completed",
+              release: bool = True, count: int | None = None, partition_id: str | None = None,
+              consumer_group: str | None = None) -> dict[str, Any]:
+    """The streaming cycle's ack, validated under the lease: ok + release commits the whole leased
+    batch; ok without release commits exactly `count` messages and keeps the lease; anything else
+    fails the batch (it redelivers). Returns {success, count, lease_released, dlq}."""
+    if is_ok(status) and (release or count is None):
+        whole = Ack(lease_id, "completed", None, partition_id, consumer_group)
+        fast = _commit_whole(conn, tenant_id, whole, [whole])
+        if fast is not None:
+            return {"success": True, **fast[1]}
+    cur = _holder(conn, tenant_id, lease_id, partition_id, consumer_group)
+    if not is_ok(status):
+        out = _settle(conn, cur, [Ack(lease_id, status="failed")])
+        return {"success": True, **out, "count": 0}
+    if release or count is None:
+        return {"success": True, **_settle(conn, cur, [Ack(lease_id)])}
+    if count < 0:
+        raise Invalid("count: must be >= 0")
+    entries = cursors.read_window(conn, cur.partition_id, cur.committed, count, cur.batch_end) if count else []
+    upto = entries[-1].offset + 1 if entries else cur.committed
+    cursors.commit(conn, cur, upto, release=False, consumed=len(entries))
+    counters.add(conn, cur.owner_id, acked=len(entries))
+    return {"success": True, "count": len(entries), "lease_released": False, "dlq": False}
+
+
+def extend(conn: psycopg.Connection, tenant_id: str, lease_id: str, seconds: float | None) -> dict[str, Any]:
+    """A live lease expires `seconds` from now (the queue's leaseTime when not given)."""
+    cur = _holder(conn, tenant_id, lease_id, None, None)
+    if seconds is None:
+        seconds = queues.by_id(conn, cur.owner_id).lease_time
+    expires = leases.extend(conn, cur, seconds)
+    return {"leaseId": str(lease_id), "leaseExpiresAt": expires.isoformat().replace("+00:00", "Z"),
+            "partitionId": str(cur.partition_id)}

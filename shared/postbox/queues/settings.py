@@ -1,0 +1,164 @@
+"""Queues: creating, changing and deleting a queue's settings within the plan's limits."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import psycopg
+
+from .. import db
+from ..errors import Conflict, Invalid, LimitExceeded, NotFound
+from ..messages import engine
+from ..tenancy import Principal
+from . import plans
+from .catalog import find, one, require, scope
+
+NAME = re.compile(r"^[a-z][a-z0-9_-]{0,47}$")
+DEFAULT_VT = 30
+CONSUMER_DEFAULTS = {
+    "function_name": None,
+    "enabled": True,
+    "batch_size": 10,
+    "concurrency": 2,
+    "visibility_timeout_sec": None,
+    "ack": "archive",
+}
+
+
+# ---- settings ---------------------------------------------------------------------------------
+
+
+def _dead_letter_target(conn: psycopg.Connection, principal: Principal, name: str | None,
+                        own_name: str) -> int | None:
+    if not name:
+        return None
+    if name == own_name:
+        raise Invalid("A queue cannot be its own dead-letter queue.", code="dead_letter_queue")
+    row = conn.execute(
+        "SELECT id, dead_letter_queue_id FROM queues WHERE tenant_id = %(t)s AND project_id = %(p)s"
+        " AND name = %(n)s",
+        scope(principal, n=name),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"The dead-letter queue {name!r} doesn't exist.")
+    if row[1] is not None:
+        raise Invalid(f"The dead-letter queue {name!r} has its own dead-letter queue.",
+                      code="dead_letter_queue")
+    return row[0]
+
+
+def _check_retention(limits: plans.Limits, days: int | None) -> None:
+    if days is not None and days > limits.retention_days:
+        raise LimitExceeded(
+            f"retention_days {days} is over the plan's {limits.retention_days} (queues.retention_days).",
+            code="retention_days",
+        )
+
+
+def _consumer(current: dict | None, change: dict | None) -> dict | None:
+    if change is None:
+        return None
+    merged = {**CONSUMER_DEFAULTS, **(current or {}), **change}
+    if not merged.get("function_name"):
+        raise Invalid("consumer.function_name is required for a consumer.", code="consumer")
+    return merged
+
+
+def create_queue(principal: Principal, name: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """Create a queue; `settings` holds only the fields the caller sent."""
+    require(principal, "manage")
+    if not NAME.match(name):
+        raise Invalid("Bad name: lowercase letters, digits, _ or -, starting with a letter, 1-48 characters.",
+                      code="name")
+    with db.transaction() as conn:
+        plans.check_new_queue(conn, principal.tenant_id)
+        limits, _ = plans.limits_and_usage(conn, principal.tenant_id)
+        _check_retention(limits, settings.get("retention_days"))
+        dlq = _dead_letter_target(conn, principal, settings.get("dead_letter_queue"), name)
+        vt = settings.get("visibility_timeout_sec")
+        consumer = _consumer(None, settings.get("consumer"))
+        row = conn.execute(
+            "INSERT INTO queues (tenant_id, project_id, name, description, visibility_timeout_sec, max_reads,"
+            " dead_letter_queue_id, retention_days, app_send, consumer, created_by)"
+            " SELECT %(t)s, %(p)s, %(n)s, %(description)s, %(vt)s, %(max_reads)s, %(dlq)s,"
+            " %(retention)s, %(app_send)s, %(consumer)s, %(by)s"
+            " ON CONFLICT (project_id, name) DO NOTHING RETURNING id",
+            scope(
+                principal,
+                n=name,
+                description=settings.get("description"),
+                vt=DEFAULT_VT if vt is None else vt,
+                max_reads=settings.get("max_reads"),
+                dlq=dlq,
+                retention=settings.get("retention_days"),
+                app_send=bool(settings.get("app_send") or False),
+                consumer=psycopg.types.json.Jsonb(consumer) if consumer else None,
+                by=principal.key_id,
+            ),
+        ).fetchone()
+        if row is None:
+            raise Conflict(f"A queue named {name!r} exists.")
+        return one(conn, principal, name, metrics=False)
+
+
+def patch_queue(principal: Principal, name: str, changes: dict[str, Any]) -> dict[str, Any]:
+    """Apply only the fields sent; a null clears a nullable setting (max_reads null = never)."""
+    require(principal, "manage")
+    with db.transaction() as conn:
+        row = conn.execute(
+            "SELECT id, consumer, EXISTS (SELECT 1 FROM queues o WHERE o.dead_letter_queue_id = q.id)"
+            " FROM queues q WHERE tenant_id = %(t)s AND project_id = %(p)s AND name = %(n)s FOR UPDATE",
+            scope(principal, n=name),
+        ).fetchone()
+        if row is None:
+            raise NotFound("No such queue in this environment.")
+        qid, consumer, is_dead_letter_queue = row
+        sets: dict[str, Any] = {}
+        if "description" in changes:
+            sets["description"] = changes["description"]
+        if "visibility_timeout_sec" in changes:
+            vt = changes["visibility_timeout_sec"]
+            sets["visibility_timeout_sec"] = DEFAULT_VT if vt is None else vt
+        if "max_reads" in changes:
+            sets["max_reads"] = changes["max_reads"]
+        if "retention_days" in changes:
+            limits, _ = plans.limits_and_usage(conn, principal.tenant_id)
+            _check_retention(limits, changes["retention_days"])
+            sets["retention_days"] = changes["retention_days"]
+        if "app_send" in changes:
+            sets["app_send"] = bool(changes["app_send"])
+        if "dead_letter_queue" in changes:
+            target = _dead_letter_target(conn, principal, changes["dead_letter_queue"], name)
+            if target is not None and is_dead_letter_queue:
+                raise Invalid("This queue is another queue's dead-letter queue; it cannot have its own.",
+                              code="dead_letter_queue")
+            sets["dead_letter_queue_id"] = target
+        if "consumer" in changes:
+            merged = _consumer(consumer, changes["consumer"])
+            sets["consumer"] = psycopg.types.json.Jsonb(merged) if merged else None
+            if merged is None or merged.get("function_name") != (consumer or {}).get("function_name"):
+                sets["consumer_last_error"] = ""
+        if sets:
+            assignments = ", ".join(f"{column} = %({column})s" for column in sets)
+            conn.execute(
+                f"UPDATE queues SET {assignments}, updated_at = clock_timestamp() WHERE id = %(qid)s",
+                {**sets, "qid": qid},
+            )
+        return one(conn, principal, name, metrics=True)
+
+
+def delete_queue(principal: Principal, name: str) -> dict[str, Any]:
+    require(principal, "manage")
+    with db.transaction() as conn:
+        queue = find(conn, principal, name, lock=True)
+        users = conn.execute(
+            "SELECT name FROM queues WHERE dead_letter_queue_id = %s ORDER BY name", (queue.ref.id,)
+        ).fetchall()
+        if users:
+            raise Conflict(f"Queue {users[0][0]!r} uses {name!r} as its dead-letter queue.")
+        waiting = engine.purge(conn, queue.ref.id)
+        conn.execute("DELETE FROM queue_archive WHERE queue_id = %s", (queue.ref.id,))
+        conn.execute("DELETE FROM queue_counters WHERE queue_id = %s", (queue.ref.id,))
+        conn.execute("DELETE FROM queues WHERE id = %s", (queue.ref.id,))
+    return {"deleted": True, "name": name, "messages_deleted": waiting}
