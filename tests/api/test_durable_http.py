@@ -11,6 +11,7 @@ import pytest
 
 from postbox import db
 from support.http import client
+from support.waiters import wait_for_waiter
 
 OFF0 = "0000000000000000_0000000000000000"
 
@@ -267,24 +268,38 @@ def test_unknown_paths_answer_like_api_gateway(api):
     assert r.status_code == 404 and r.json() == {"message": "Not Found"}
 
 
-def test_long_poll_wakes_on_append(api, stream):
+def _while_waiting(request, write) -> httpx.Response:
+    """Run `request` on a thread, do `write` once it waits on its stream's channel, return its answer."""
     import threading
-    import time
 
-    path, _ = stream
     result = {}
-
-    def wait():
-        result["r"] = api.get(path, params={"offset": off(2), "live": "long-poll"})
-
-    t = threading.Thread(target=wait)
+    t = threading.Thread(target=lambda: result.update(r=request()))
     t.start()
-    time.sleep(0.3)
-    api.post(path, content=b'{"late": true}', headers={"content-type": "application/json"})
-    t.join(timeout=10)
-    r = result["r"]
+    wait_for_waiter("durable_")
+    write()
+    t.join(timeout=15)
+    return result["r"]
+
+
+def test_long_poll_wakes_on_append(api, stream, notify_only):
+    path, _ = stream
+    r = _while_waiting(lambda: api.get(path, params={"offset": off(2), "live": "long-poll"}),
+                       lambda: api.post(path, content=b'{"late": true}', headers={"content-type": "application/json"}))
     assert r.status_code == 200 and r.json() == [{"late": True}]
     assert r.headers["stream-cursor"].isdigit()
+    assert notify_only == [True]  # the append's NOTIFY woke it, not a re-check
+
+
+def test_sse_window_wakes_on_append_and_ends_with_it(api, stream, notify_only):
+    path, _ = stream
+    r = _while_waiting(lambda: api.get(path, params={"offset": off(2), "live": "sse"}),
+                       lambda: api.post(path, content=b'{"late": true}', headers={"content-type": "application/json"}))
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    events = [e for e in r.text.split("\n\n") if e]
+    assert [e.splitlines()[0] for e in events] == ["event: control", "event: data", "event: control"]
+    assert events[1].splitlines()[1] == 'data:[{"late":true}]'
+    assert f'"streamNextOffset":"{off(3)}"' in events[2]
+    assert notify_only == [True]
 
 
 def test_producer_limit_is_429_with_retry_after(api, stream, monkeypatch):
