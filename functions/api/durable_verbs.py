@@ -34,7 +34,7 @@ from functions.api.durable_http import (
 from postbox import wakeup
 from postbox.durable import catalog, lifecycle, live, offsets, reads, snapshots, writes
 from postbox.durable.access import Access
-from postbox.durable.model import CreateSpec, Read
+from postbox.durable.model import CreateSpec, Read, Scope
 from postbox.errors import Invalid
 
 _URL_SAFE = "/%:@!$&'()*+,;=-._~"  # what a path keeps as is; anything else is percent-encoded
@@ -50,7 +50,7 @@ class Form:
     name: str
 
     @property
-    def scope(self):
+    def scope(self) -> Scope:
         return self.access.scope
 
     def extra(self, incarnation: str | None) -> dict[str, str]:

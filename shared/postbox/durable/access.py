@@ -47,8 +47,10 @@ def account(name: str) -> Scope | None:
     return found
 
 
-def _keyed(principal: Principal, need: str) -> Access:
+def _keyed(principal: Principal | None, need: str) -> Access:
+    """A key's own project, for what its role allows (no key: 401; `anon`: reads of public streams)."""
     tenancy.require(principal, need, anonymous=need == READ)
+    assert principal is not None  # require refused None
     return Access(Scope(principal.tenant_id, tenancy.project_id(principal)), public_only=principal.is_anonymous)
 
 
