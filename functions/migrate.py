@@ -3,12 +3,18 @@
 It is also the operator's door to a database nothing public can reach: invoked with
 `{"action": "create-tenant", "name": ..., "plan": ...}` it creates a tenant and returns its first
 `manage` key; with `{"action": "create-key", "tenant": ..., "role": ..., "project": ...}` another key.
+
+On AWS it also holds the keys to the database roles: each run gives the application secret and the
+encryption key ring their first value if they have none and (re)applies the roles' logins, and
+Secrets Manager calls it to rotate both secrets (functions/rotation.py).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+from functions import rotation
 from functions.observability import instrument
 from postbox import db, errors, migrate, tenancy
 
@@ -30,16 +36,25 @@ def _create_key(event: dict) -> dict:
     return {"key": issued.key, "key_id": issued.key_id, "role": issued.role}
 
 
+def _manages_secrets() -> bool:
+    return bool(os.environ.get(rotation.APP_SECRET) or os.environ.get(rotation.KEYS_SECRET))
+
+
 _ACTIONS = {"create-tenant": _create_tenant, "create-key": _create_key}
 
 
 @lambda_handler
 def handler(event: dict, context: Any) -> dict:
+    if "Step" in (event or {}) and "SecretId" in event:  # Secrets Manager rotating a secret
+        logger.info("rotation step", extra={"step": event["Step"], "secret": event["SecretId"]})
+        rotation.rotate(event)
+        return {"rotated": event["Step"]}
     applied = migrate.apply(db.conninfo())
     logger.info("migrations applied", extra={"applied": applied})
+    secrets = rotation.bootstrap() if _manages_secrets() else {}
     action = (event or {}).get("action", "migrate")
     if action == "migrate":
-        return {"applied": applied}
+        return {"applied": applied, **({"secrets": secrets} if secrets else {})}
     if action not in _ACTIONS:
         return {"error": f"unknown action {action!r}; one of migrate, {', '.join(_ACTIONS)}"}
     try:

@@ -121,6 +121,7 @@ ROUTES: tuple[Route, ...] = tuple(
         "flows",
         ("POST", "/streams/v1/queries"),
         ("POST", "/streams/v1/state/get"),
+        ("POST", "/streams/v1/state/due"),
         ("POST", "/streams/v1/cycle"),
     )
     # (each surface adds its own `+ _rows("<function>", ...)` block above this line)

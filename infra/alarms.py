@@ -1,8 +1,13 @@
-"""CloudWatch alarms on what users feel: API 5xx answers, and throttled functions.
+"""CloudWatch alarms, all notifying one SNS topic an operator subscribes to (`alarmEmail`, or any
+subscription added to the exported `alarm_topic_arn`).
 
-Throttles mean the account's concurrency ran out (requests fail, agents skip a tick). Alarms are
-always created (visible in the console); they notify only when an SNS topic is configured
-(`alarmTopic`, or `alarmEmail` which implies it).
+What they watch, derived from the route and schedule tables:
+* the API answering 5xx;
+* every function's errors and throttles (throttles mean requests failed or an agent skipped a tick);
+* agent runs that failed for good (a message in the agent failures queue);
+* the database: CPU, capacity (ACU) near the configured maximum, connections;
+* RDS Proxy sessions pinned (the design keeps them at zero: see docs/architecture.md);
+* back-pressure: how long the oldest deliverable message of a queue with a consumer has waited.
 """
 
 from __future__ import annotations
@@ -10,52 +15,71 @@ from __future__ import annotations
 import pulumi
 import pulumi_aws as aws
 
+from functions import schedules as agent_table
+from infra.access import AGENT, CONSUMER_DISPATCH, MIGRATE
 from infra.api import Api
+from infra.database import Database
 from infra.functions import Deployed
 from infra.settings import Settings
 
 PERIOD_S = 300
+NAMESPACE = "Postbox"  # functions.observability: the EMF metrics' namespace
+OLDEST_MESSAGE_METRIC = "ConsumerOldestMessageAge"  # emitted by the consumer-dispatch agent
 
 
-def build(s: Settings, api: Api, fns: dict[str, Deployed]) -> aws.sns.Topic | None:
-    topic = None
-    if s.alarm_topic:
-        topic = aws.sns.Topic("alarms", name=f"{s.prefix}-alarms")
-        if s.alarm_email:
-            aws.sns.TopicSubscription("alarms-email", topic=topic.arn, protocol="email", endpoint=s.alarm_email)
-    actions = [topic.arn] if topic else []
+def build(s: Settings, api: Api, fns: dict[str, Deployed], db: Database, failures: aws.sqs.Queue) -> aws.sns.Topic:
+    topic = aws.sns.Topic("alarms", name=f"{s.prefix}-alarms")
+    if s.alarm_email:
+        aws.sns.TopicSubscription("alarms-email", topic=topic.arn, protocol="email", endpoint=s.alarm_email)
+    actions = [topic.arn]
 
-    aws.cloudwatch.MetricAlarm(
-        "api-5xx",
-        name=f"{s.prefix}-api-5xx",
-        alarm_description="Postbox API answered 5xx (function errors, timeouts, integration failures)",
-        namespace="AWS/ApiGateway",
-        metric_name="5xx",
-        dimensions={"ApiId": api.api.id},
-        statistic="Sum",
-        period=PERIOD_S,
-        evaluation_periods=1,
-        threshold=s.alarm_5xx_threshold,
-        comparison_operator="GreaterThanOrEqualToThreshold",
-        treat_missing_data="notBreaching",
-        alarm_actions=actions,
-        ok_actions=actions,
-    )
-    for name, deployed in fns.items():
+    def alarm(resource: str, name: pulumi.Input[str], description: str, namespace: str, metric: str,
+              dimensions: dict, threshold: float, *, statistic: str = "Sum", periods: int = 1) -> None:
         aws.cloudwatch.MetricAlarm(
-            f"throttles-{name}",
-            name=pulumi.Output.concat(deployed.function.name, "-throttles"),
-            alarm_description=f"Lambda {name} was throttled",
-            namespace="AWS/Lambda",
-            metric_name="Throttles",
-            dimensions={"FunctionName": deployed.function.name},
-            statistic="Sum",
+            resource,
+            name=name,
+            alarm_description=description,
+            namespace=namespace,
+            metric_name=metric,
+            dimensions=dimensions,
+            statistic=statistic,
             period=PERIOD_S,
-            evaluation_periods=1,
-            threshold=1,
+            evaluation_periods=periods,
+            threshold=threshold,
             comparison_operator="GreaterThanOrEqualToThreshold",
             treat_missing_data="notBreaching",
             alarm_actions=actions,
             ok_actions=actions,
         )
+
+    alarm("api-5xx", f"{s.prefix}-api-5xx",
+          "Postbox API answered 5xx (function errors, timeouts, integration failures)",
+          "AWS/ApiGateway", "5xx", {"ApiId": api.api.id}, s.alarm_5xx_threshold)
+    for name, deployed in fns.items():
+        fn = deployed.function
+        # An agent or migration error is always news; a surface gets the API's threshold.
+        errors_at = 1 if deployed.spec.kind in (AGENT, MIGRATE) else s.alarm_5xx_threshold
+        alarm(f"errors-{name}", pulumi.Output.concat(fn.name, "-errors"), f"Lambda {name} failed",
+              "AWS/Lambda", "Errors", {"FunctionName": fn.name}, errors_at)
+        alarm(f"throttles-{name}", pulumi.Output.concat(fn.name, "-throttles"), f"Lambda {name} was throttled",
+              "AWS/Lambda", "Throttles", {"FunctionName": fn.name}, 1)
+    alarm("agent-failures", f"{s.prefix}-agent-failures", "An agent run failed after its retries, or a schedule "
+          "could not invoke its agent: read the message in the agent failures queue",
+          "AWS/SQS", "ApproximateNumberOfMessagesVisible", {"QueueName": failures.name}, 1, statistic="Maximum")
+
+    cluster = {"DBClusterIdentifier": db.cluster.cluster_identifier}
+    alarm("db-cpu", f"{s.prefix}-db-cpu", "Aurora CPU high for 15 minutes", "AWS/RDS", "CPUUtilization", cluster,
+          s.alarm_db_cpu_percent, statistic="Average", periods=3)
+    alarm("db-acu", f"{s.prefix}-db-acu", "Aurora capacity near dbMaxAcu for 15 minutes: raise it or find the load",
+          "AWS/RDS", "ServerlessDatabaseCapacity", cluster, round(s.db_max_acu * 0.9, 2), statistic="Average",
+          periods=3)
+    alarm("db-connections", f"{s.prefix}-db-connections", "Aurora connections high", "AWS/RDS",
+          "DatabaseConnections", cluster, s.alarm_db_connections, statistic="Maximum")
+    alarm("proxy-pinned", f"{s.prefix}-proxy-pinned", "RDS Proxy sessions pinned: something holds session state "
+          "(LISTEN, an advisory lock, SET) through the proxy", "AWS/RDS", "DatabaseConnectionsCurrentlySessionPinned",
+          {"ProxyName": db.proxy.name}, s.alarm_pinned_connections, statistic="Maximum", periods=2)
+    if any(a.name == CONSUMER_DISPATCH for a in agent_table.AGENTS):
+        alarm("consumer-backlog", f"{s.prefix}-consumer-backlog", "A queue's consumer falls behind: its oldest "
+              "deliverable message waited too long", NAMESPACE, OLDEST_MESSAGE_METRIC,
+              {"service": CONSUMER_DISPATCH}, s.alarm_oldest_message_seconds, statistic="Maximum", periods=2)
     return topic

@@ -1,9 +1,16 @@
 """Aurora PostgreSQL Serverless v2 behind RDS Proxy.
 
 The master password is generated, stored and rotated by RDS itself (`manage_master_user_password`):
-no password ever passes through Pulumi config or state, and every run is deterministic. The proxy
-and the functions read that one Secrets Manager secret. Functions never reach the cluster directly:
-the proxy pools connections across thousands of short Lambda invocations and requires TLS.
+no password ever passes through Pulumi config or state, and every run is deterministic. Only the
+migrate function logs in as the master user (through the proxy, with that secret). Every other
+function logs in as `postbox_app` (DML and EXECUTE only): it presents an IAM token to the proxy
+(`rds-db:connect`, no password in the function), and the proxy logs in to the database with the
+rotated `db-app` secret. The proxy pools connections across thousands of short Lambda invocations
+and requires TLS.
+
+One exception to "only through the proxy": a long poll LISTENs, which would pin a proxy session, so
+the surface functions open one connection straight to the cluster for it, as `postbox_listen` (may
+only register waiters), with IAM authentication and a connection limit on that role.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from infra.settings import Settings
 
 DB_NAME = "postbox"
 MASTER_USER = "postbox"
+APP_USER = "postbox_app"  # created by migration 0016; its login comes from the db-app secret
+LISTEN_USER = "postbox_listen"
 
 
 @dataclass
@@ -27,7 +36,8 @@ class Database:
     instances: list[aws.rds.ClusterInstance]
     proxy: aws.rds.Proxy
     proxy_target: aws.rds.ProxyTarget
-    secret_arn: pulumi.Output[str]
+    secret_arn: pulumi.Output[str]  # the master user's (migrate function only)
+    app_secret_arn: pulumi.Output[str]
 
     @property
     def endpoint(self) -> pulumi.Output[str]:
@@ -38,8 +48,28 @@ class Database:
         """What must exist before anything connects (the migration run waits on these)."""
         return [self.proxy_target, *self.instances]
 
+    @property
+    def cluster_endpoint(self) -> pulumi.Output[str]:
+        return self.cluster.endpoint
 
-def build(s: Settings, net: Network) -> Database:
+    def proxy_user_arn(self, user: str) -> pulumi.Output[str]:
+        """What `rds-db:connect` names to let a role log in to the proxy as `user` with a token."""
+        return pulumi.Output.all(self.proxy.arn, self.cluster.arn).apply(
+            lambda a: _rds_db_arn(a[1], a[0].rsplit(":", 1)[-1], user)
+        )
+
+    def cluster_user_arn(self, user: str) -> pulumi.Output[str]:
+        return pulumi.Output.all(self.cluster.cluster_resource_id, self.cluster.arn).apply(
+            lambda a: _rds_db_arn(a[1], a[0], user)
+        )
+
+
+def _rds_db_arn(any_rds_arn: str, resource_id: str, user: str) -> str:
+    partition, region, account = any_rds_arn.split(":")[1], any_rds_arn.split(":")[3], any_rds_arn.split(":")[4]
+    return f"arn:{partition}:rds-db:{region}:{account}:dbuser:{resource_id}/{user}"
+
+
+def build(s: Settings, net: Network, app_secret: aws.secretsmanager.Secret) -> Database:
     subnet_group = aws.rds.SubnetGroup("db", subnet_ids=net.subnet_ids, description="Postbox private subnets")
     cluster = aws.rds.Cluster(
         "db",
@@ -50,6 +80,7 @@ def build(s: Settings, net: Network) -> Database:
         database_name=DB_NAME,
         master_username=MASTER_USER,
         manage_master_user_password=True,
+        iam_database_authentication_enabled=True,  # postbox_listen logs in with IAM tokens
         storage_encrypted=True,
         db_subnet_group_name=subnet_group.name,
         vpc_security_group_ids=[net.db_sg.id],
@@ -100,7 +131,7 @@ def build(s: Settings, net: Network) -> Database:
             }
         ),
     )
-    # The RDS-managed secret is encrypted with the AWS-managed `aws/secretsmanager` key, whose key
+    # Both secrets are encrypted with the AWS-managed `aws/secretsmanager` key, whose key
     # policy already lets Secrets Manager decrypt for callers in the account: no kms grant needed.
     proxy_policy = aws.iam.RolePolicy(
         "proxy",
@@ -113,7 +144,7 @@ def build(s: Settings, net: Network) -> Database:
                         "Sid": "DbSecret",
                         "Effect": "Allow",
                         "Action": ["secretsmanager:GetSecretValue"],
-                        "Resource": secret_arn,
+                        "Resource": [secret_arn, app_secret.arn],
                     }
                 ],
             }
@@ -134,8 +165,15 @@ def build(s: Settings, net: Network) -> Database:
                 secret_arn=secret_arn,
                 iam_auth="DISABLED",
                 client_password_auth_type="POSTGRES_SCRAM_SHA_256",
-                description="Postbox master user (RDS-managed secret)",
-            )
+                description="Postbox master user (RDS-managed secret): the migrate function only",
+            ),
+            aws.rds.ProxyAuthArgs(
+                auth_scheme="SECRETS",
+                secret_arn=app_secret.arn,
+                iam_auth="REQUIRED",  # clients present IAM tokens; the proxy logs in with the secret
+                client_password_auth_type="POSTGRES_SCRAM_SHA_256",
+                description="postbox_app: every other function",
+            ),
         ],
         opts=pulumi.ResourceOptions(depends_on=[proxy_policy]),
     )
@@ -155,4 +193,4 @@ def build(s: Settings, net: Network) -> Database:
         db_cluster_identifier=cluster.cluster_identifier,
         opts=pulumi.ResourceOptions(depends_on=instances),
     )
-    return Database(cluster, instances, proxy, target, secret_arn)
+    return Database(cluster, instances, proxy, target, secret_arn, app_secret.arn)

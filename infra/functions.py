@@ -2,15 +2,18 @@
 
 The lists come from `functions.routes.FUNCTIONS` and `functions.schedules.AGENTS`, never from here,
 so a new surface or agent is deployed by adding its row. All functions share one code zip and the
-two layers, run in the private subnets, and each gets its own role, granting only: writing to its
-own log group, the VPC network interfaces Lambda manages, reading the DB secret, and X-Ray writes
-when the stack turns tracing on. The consumer-dispatch agent alone may also invoke the consumer
-functions it dispatches to (named by `consumerFunctionPattern`).
+two layers, run in the private subnets, and each gets its own role (infra/access.py says what each
+kind may do).
+
+Deploy order: the migrate function is created (or updated) first and run (`after_migrate`, the
+migration invocation); every other function depends on that run, so new code never meets an old
+schema. A failed migration fails the deploy before any surface changes.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pulumi
@@ -18,40 +21,16 @@ import pulumi_aws as aws
 
 from functions import routes as route_table
 from functions import schedules as agent_table
+from infra import access
+from infra.access import AGENT, AUTHORIZER, CONSUMER_DISPATCH, MIGRATE, SURFACE, Context, Spec
 from infra.artifacts import FUNCTIONS_ZIP, archive, layer_requirements
-from infra.database import DB_NAME, Database
+from infra.database import Database
 from infra.layers import ARCHITECTURE, RUNTIME, Layers
-from infra.network import PG_PORT, Network
+from infra.network import Network
+from infra.secrets import Secrets
 from infra.settings import Settings
 
-AUTHORIZER = "authorizer"
-MIGRATE = "migrate"
-CONSUMER_DISPATCH = "consumer-dispatch"
-SURFACE, AGENT = "surface", "agent"
-
-# What the AWS managed AWSLambdaVPCAccessExecutionRole grants, on "*" as it does. Lambda manages the
-# function's network interfaces with the execution role and validates these permissions when the
-# function is created or updated; the Describe actions cannot be scoped at all, and scoping the
-# others risks a create that Lambda refuses. Besides X-Ray (only with tracing on, and unscopable),
-# no other statement in any role has a "*" resource, and none has a "*" action.
-VPC_ENI_ACTIONS = [
-    "ec2:CreateNetworkInterface",
-    "ec2:DescribeNetworkInterfaces",
-    "ec2:DescribeSubnets",
-    "ec2:DeleteNetworkInterface",
-    "ec2:AssignPrivateIpAddresses",
-    "ec2:UnassignPrivateIpAddresses",
-]
-XRAY_ACTIONS = ["xray:PutTraceSegments", "xray:PutTelemetryRecords"]
-
-
-@dataclass(frozen=True)
-class Spec:
-    name: str  # logical name: surface, "authorizer", "migrate" or the agent's name
-    handler: str
-    kind: str
-    memory_mb: int
-    timeout_s: int
+__all__ = ["AGENT", "AUTHORIZER", "CONSUMER_DISPATCH", "MIGRATE", "SURFACE", "Deployed", "Spec", "build", "specs"]
 
 
 @dataclass
@@ -63,21 +42,15 @@ class Deployed:
 
 
 def specs(s: Settings) -> list[Spec]:
-    """Every function to deploy, from the route and schedule tables."""
-    out = [
+    """Every function to deploy, from the route and schedule tables (migrate first)."""
+    out = [Spec(MIGRATE, "functions.migrate.handler", MIGRATE, s.migrate_memory_mb, s.migrate_timeout_s)]
+    out += [
         Spec(name, handler, SURFACE, s.api_memory_mb, s.api_timeout_s)
         for name, handler in route_table.FUNCTIONS.items()
     ]
     out.append(
-        Spec(
-            AUTHORIZER,
-            "functions.authorizer.handler",
-            AUTHORIZER,
-            s.authorizer_memory_mb,
-            s.authorizer_timeout_s,
-        )
+        Spec(AUTHORIZER, "functions.authorizer.handler", AUTHORIZER, s.authorizer_memory_mb, s.authorizer_timeout_s)
     )
-    out.append(Spec(MIGRATE, "functions.migrate.handler", MIGRATE, s.migrate_memory_mb, s.migrate_timeout_s))
     out += [Spec(a.name, a.handler, AGENT, s.agent_memory_mb, s.agent_timeout_s) for a in agent_table.AGENTS]
     names = [spec.name for spec in out]
     if len(set(names)) != len(names):
@@ -92,88 +65,41 @@ def function_name(s: Settings, spec: Spec) -> str:
     return name
 
 
-def _is_dispatcher(spec: Spec) -> bool:
-    return spec.kind == AGENT and spec.name == CONSUMER_DISPATCH
-
-
-def _policy(
-    spec: Spec, log_group_arn: pulumi.Output[str], db: Database, consumer_arn: pulumi.Output[str], tracing: bool
-):
-    statements = [
-        {
-            "Sid": "OwnLogs",
-            "Effect": "Allow",
-            "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
-            "Resource": [log_group_arn, pulumi.Output.concat(log_group_arn, ":*")],
-        },
-        {"Sid": "VpcNetworkInterfaces", "Effect": "Allow", "Action": VPC_ENI_ACTIONS, "Resource": "*"},
-        {
-            "Sid": "DbSecret",
-            "Effect": "Allow",
-            "Action": ["secretsmanager:GetSecretValue"],
-            "Resource": db.secret_arn,
-        },
-    ]
-    if tracing:
-        # X-Ray has no resource-level permissions: these two actions only exist on "*".
-        statements.append({"Sid": "XRay", "Effect": "Allow", "Action": XRAY_ACTIONS, "Resource": "*"})
-    if _is_dispatcher(spec):
-        statements.append(
-            {
-                "Sid": "InvokeConsumers",
-                "Effect": "Allow",
-                "Action": ["lambda:InvokeFunction"],
-                "Resource": consumer_arn,
-            }
-        )
-    return pulumi.Output.json_dumps({"Version": "2012-10-17", "Statement": statements})
-
-
-def _environment(s: Settings, spec: Spec, db: Database) -> dict[str, pulumi.Input[str]]:
-    """What postbox.config and functions.observability read; nothing secret (the DB secret's ARN only)."""
-    env: dict[str, pulumi.Input[str]] = {
-        "POSTBOX_DB_HOST": db.endpoint,
-        "POSTBOX_DB_PORT": str(PG_PORT),
-        "POSTBOX_DB_NAME": DB_NAME,
-        "POSTBOX_DB_SECRET_ARN": db.secret_arn,
-        "POSTBOX_DB_SSLMODE": "require",
-        "POSTBOX_LONG_POLL_MS": str(s.long_poll_ms),
-        "POWERTOOLS_SERVICE_NAME": spec.name,
-        "POWERTOOLS_METRICS_NAMESPACE": "Postbox",
-        # The Powertools Tracer needs the X-Ray SDK (not in the deps layer by default) and adds
-        # cold start: off unless the stack turns tracing on.
-        "POWERTOOLS_TRACE_DISABLED": "false" if s.tracing else "true",
-    }
-    if _is_dispatcher(spec):
-        # The functions its role may invoke, so it can refuse other names with a clear error.
-        env["POSTBOX_CONSUMER_FUNCTION_PATTERN"] = s.consumer_function_pattern
-    return env
-
-
-def build(s: Settings, net: Network, db: Database, layers: Layers) -> dict[str, Deployed]:
+def build(
+    s: Settings,
+    net: Network,
+    db: Database,
+    layers: Layers,
+    secrets: Secrets,
+    failures: aws.sqs.Queue,
+    after_migrate: Callable[[Deployed], pulumi.Resource],
+) -> dict[str, Deployed]:
     if s.tracing and "aws-xray-sdk" not in layer_requirements():
         raise ValueError("tracing needs aws-xray-sdk in layers/requirements.txt (then rebuild the layers)")
     code = archive(FUNCTIONS_ZIP)
     partition = aws.get_partition_output().partition
     region = aws.get_region_output().region
     account = aws.get_caller_identity_output().account_id
-    consumer_arn = pulumi.Output.format(
-        "arn:{0}:lambda:{1}:{2}:function:{3}", partition, region, account, s.consumer_function_pattern
+    ctx = Context(
+        db=db,
+        secrets=secrets,
+        failures=failures,
+        consumer_arn=pulumi.Output.format(
+            "arn:{0}:lambda:{1}:{2}:function:{3}", partition, region, account, s.consumer_function_pattern
+        ),
+        function_arn_prefix=pulumi.Output.format("arn:{0}:lambda:{1}:{2}:function:", partition, region, account),
     )
     trust = json.dumps(
         {
             "Version": "2012-10-17",
             "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Principal": {"Service": "lambda.amazonaws.com"},
-                    "Action": "sts:AssumeRole",
-                }
+                {"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}
             ],
         }
     )
 
     deployed: dict[str, Deployed] = {}
+    migration: pulumi.Resource | None = None
     for spec in specs(s):
         name = function_name(s, spec)
         log_group = aws.cloudwatch.LogGroup(
@@ -181,8 +107,11 @@ def build(s: Settings, net: Network, db: Database, layers: Layers) -> dict[str, 
         )
         role = aws.iam.Role(f"role-{spec.name}", assume_role_policy=trust, description=f"Lambda {name}")
         policy = aws.iam.RolePolicy(
-            f"policy-{spec.name}", role=role.id, policy=_policy(spec, log_group.arn, db, consumer_arn, s.tracing)
+            f"policy-{spec.name}", role=role.id, policy=access.policy(s, spec, log_group.arn, ctx)
         )
+        # The role's policy must exist before Lambda checks the VPC permissions on create; every
+        # function but migrate waits for the migration run.
+        after: list[pulumi.Resource] = [policy, log_group] + ([migration] if migration is not None else [])
         function = aws.lambda_.Function(
             f"fn-{spec.name}",
             name=name,
@@ -195,22 +124,30 @@ def build(s: Settings, net: Network, db: Database, layers: Layers) -> dict[str, 
             layers=layers.arns,
             memory_size=spec.memory_mb,
             timeout=spec.timeout_s,
+            reserved_concurrent_executions=access.reserved_concurrency(s, spec),
             vpc_config=aws.lambda_.FunctionVpcConfigArgs(
                 subnet_ids=net.subnet_ids, security_group_ids=[net.functions_sg.id]
             ),
-            environment=aws.lambda_.FunctionEnvironmentArgs(variables=_environment(s, spec, db)),
+            environment=aws.lambda_.FunctionEnvironmentArgs(variables=access.environment(s, spec, ctx)),
             tracing_config=aws.lambda_.FunctionTracingConfigArgs(mode="Active" if s.tracing else "PassThrough"),
             logging_config=aws.lambda_.FunctionLoggingConfigArgs(log_format="Text", log_group=log_group.name),
-            # The role's policy must exist before Lambda checks the VPC permissions on create.
-            opts=pulumi.ResourceOptions(depends_on=[policy, log_group]),
+            opts=pulumi.ResourceOptions(depends_on=after),
         )
         if spec.kind == AGENT:
-            # A sweep that failed is simply run again by the next tick: no async retries piling up.
+            # A run that still fails after its retries lands in the failures queue (an alarm watches it).
             aws.lambda_.FunctionEventInvokeConfig(
                 f"async-{spec.name}",
                 function_name=function.name,
-                maximum_retry_attempts=0,
-                maximum_event_age_in_seconds=max(60, spec.timeout_s),
+                maximum_retry_attempts=s.agent_retries,
+                maximum_event_age_in_seconds=max(60, spec.timeout_s * (s.agent_retries + 1)),
+                destination_config=aws.lambda_.FunctionEventInvokeConfigDestinationConfigArgs(
+                    on_failure=aws.lambda_.FunctionEventInvokeConfigDestinationConfigOnFailureArgs(
+                        destination=failures.arn
+                    )
+                ),
+                opts=pulumi.ResourceOptions(depends_on=[policy]),
             )
         deployed[spec.name] = Deployed(spec, function, role, log_group)
+        if spec.kind == MIGRATE:
+            migration = after_migrate(deployed[spec.name])
     return deployed

@@ -1,8 +1,10 @@
 """The VPC: private subnets only, reached from outside through API Gateway alone.
 
 No internet gateway and no NAT: the functions talk to RDS Proxy inside the VPC and to the two AWS
-APIs they call (Secrets Manager for the DB credentials, Lambda for consumer dispatch) through
-interface endpoints. Security groups chain functions -> proxy -> database on 5432 and nothing else.
+APIs they call (Secrets Manager for the DB credentials and keys, Lambda for consumer dispatch)
+through interface endpoints. Security groups chain functions -> proxy -> database on 5432, plus
+functions -> database on 5432 for the long polls' LISTEN connections (the proxy would pin them),
+and nothing else.
 """
 
 from __future__ import annotations
@@ -86,11 +88,13 @@ def build(s: Settings) -> Network:
 
     functions_sg = _sg("functions", vpc, "Postbox Lambda functions")
     proxy_sg = _sg("proxy", vpc, "Postbox RDS Proxy: 5432 from the functions only")
+    # (and from the functions' LISTEN connections: changing a description would replace the group)
     db_sg = _sg("db", vpc, "Postbox Aurora cluster: 5432 from the proxy only")
     endpoints_sg = _sg("endpoints", vpc, "Interface endpoints: 443 from the functions only")
 
     _allow("functions-to-proxy", into=proxy_sg, source=functions_sg, port=PG_PORT, what="functions -> RDS Proxy")
     _allow("proxy-to-db", into=db_sg, source=proxy_sg, port=PG_PORT, what="RDS Proxy -> Aurora")
+    _allow("functions-to-db", into=db_sg, source=functions_sg, port=PG_PORT, what="long-poll LISTEN -> Aurora")
     _allow(
         "functions-to-endpoints",
         into=endpoints_sg,

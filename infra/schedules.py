@@ -1,8 +1,10 @@
 """One EventBridge Scheduler schedule per row of `functions.schedules.AGENTS`.
 
 Scheduler (not CloudWatch Events rules) because it invokes through a role we scope to exactly the
-one agent function, and it has no per-account rule limits to run into. No retries: each agent is a
-bounded sweep and the next tick does the work a failed one missed.
+one agent function, and it has no per-account rule limits to run into. The schedule retries an
+invoke that fails (throttled, the function being updated) within the period, and an invoke that
+never happens lands in the agent failures queue; a run that fails is the function's own
+asynchronous retry and on-failure destination (infra/functions.py).
 """
 
 from __future__ import annotations
@@ -16,8 +18,10 @@ from functions import schedules as agent_table
 from infra.functions import Deployed
 from infra.settings import Settings
 
+RETRIES = 3  # invoke attempts the schedule retries within one period
 
-def build(s: Settings, fns: dict[str, Deployed]) -> list[aws.scheduler.Schedule]:
+
+def build(s: Settings, fns: dict[str, Deployed], failures: aws.sqs.Queue) -> list[aws.scheduler.Schedule]:
     account = aws.get_caller_identity_output().account_id
     schedules = []
     for agent in agent_table.AGENTS:
@@ -53,7 +57,13 @@ def build(s: Settings, fns: dict[str, Deployed]) -> list[aws.scheduler.Schedule]
                             "Effect": "Allow",
                             "Action": ["lambda:InvokeFunction"],
                             "Resource": [fn.arn, pulumi.Output.concat(fn.arn, ":*")],
-                        }
+                        },
+                        {
+                            "Sid": "DeadLetter",
+                            "Effect": "Allow",
+                            "Action": ["sqs:SendMessage"],
+                            "Resource": failures.arn,
+                        },
                     ],
                 }
             ),
@@ -71,8 +81,9 @@ def build(s: Settings, fns: dict[str, Deployed]) -> list[aws.scheduler.Schedule]
                     role_arn=role.arn,
                     input=json.dumps({"agent": agent.name}),
                     retry_policy=aws.scheduler.ScheduleTargetRetryPolicyArgs(
-                        maximum_retry_attempts=0, maximum_event_age_in_seconds=60
+                        maximum_retry_attempts=RETRIES, maximum_event_age_in_seconds=max(60, agent.every_seconds)
                     ),
+                    dead_letter_config=aws.scheduler.ScheduleTargetDeadLetterConfigArgs(arn=failures.arn),
                 ),
             )
         )

@@ -48,10 +48,21 @@ class Settings:
     throttle_rate: float
     # schedules
     agents_enabled: bool
+    agent_retries: int  # async retries of a failed agent run before it lands in the failures queue
+    agent_reserved_concurrency: int  # 0 = unreserved
+    dispatch_reserved_concurrency: int
+    api_reserved_concurrency: int
+    # database roles and secrets
+    listen_connection_limit: int  # direct LISTEN connections of the postbox_listen role
+    app_secret_rotation_days: int
+    encryption_key_rotation_days: int
     # alarms
     alarm_email: str | None
-    alarm_topic: bool
     alarm_5xx_threshold: int
+    alarm_db_cpu_percent: int
+    alarm_db_connections: int
+    alarm_pinned_connections: int
+    alarm_oldest_message_seconds: int
 
 
 def load() -> Settings:
@@ -99,9 +110,19 @@ def load() -> Settings:
         throttle_burst=integer("throttleBurst", 500),
         throttle_rate=number("throttleRate", 1000),
         agents_enabled=boolean("agentsEnabled", True),
+        agent_retries=integer("agentRetries", 2),
+        agent_reserved_concurrency=integer("agentReservedConcurrency", 2),
+        dispatch_reserved_concurrency=integer("dispatchReservedConcurrency", 10),
+        api_reserved_concurrency=integer("apiReservedConcurrency", 0),
+        listen_connection_limit=integer("listenConnectionLimit", 100),
+        app_secret_rotation_days=integer("appSecretRotationDays", 30),
+        encryption_key_rotation_days=integer("encryptionKeyRotationDays", 90),
         alarm_email=cfg.get("alarmEmail") or None,
-        alarm_topic=boolean("alarmTopic", bool(cfg.get("alarmEmail"))),
         alarm_5xx_threshold=integer("alarm5xxThreshold", 5),
+        alarm_db_cpu_percent=integer("alarmDbCpuPercent", 80),
+        alarm_db_connections=integer("alarmDbConnections", 400),
+        alarm_pinned_connections=integer("alarmPinnedConnections", 5),
+        alarm_oldest_message_seconds=integer("alarmOldestMessageSeconds", 300),
     )
     _check(s)
     return s
@@ -124,5 +145,13 @@ def _check(s: Settings) -> None:
         raise ValueError("consumerFunctionPattern needs a literal prefix (e.g. postbox-consumer-*)")
     if s.log_retention_days not in LOG_RETENTION_DAYS:
         raise ValueError(f"logRetentionDays must be one of {sorted(LOG_RETENTION_DAYS)}")
+    if not 0 <= s.agent_retries <= 2:
+        raise ValueError("agentRetries must be 0..2 (Lambda's asynchronous retry limit)")
+    if min(s.agent_reserved_concurrency, s.dispatch_reserved_concurrency, s.api_reserved_concurrency) < 0:
+        raise ValueError("reserved concurrency settings must not be negative (0 = unreserved)")
+    if not 1 <= s.app_secret_rotation_days <= 365 or not 1 <= s.encryption_key_rotation_days <= 365:
+        raise ValueError("rotation periods must be 1..365 days")
+    if s.listen_connection_limit < 1:
+        raise ValueError("listenConnectionLimit must be at least 1")
     if s.throttle_burst < 0 or s.throttle_rate < 0:
         raise ValueError("throttleBurst and throttleRate must not be negative")

@@ -7,24 +7,50 @@ from __future__ import annotations
 
 import pulumi
 
-from infra import alarms, api, database, functions, layers, migrate, network, schedules, settings
+from infra import (
+    alarms,
+    api,
+    dashboard,
+    database,
+    failures,
+    functions,
+    layers,
+    migrate,
+    network,
+    schedules,
+    secrets,
+    settings,
+)
 
 
 def build() -> dict[str, pulumi.Input]:
     s = settings.load()
     net = network.build(s)
-    db = database.build(s, net)
+    owned = secrets.build(s)
+    db = database.build(s, net, owned.app)
     lyr = layers.build(s)
-    fns = functions.build(s, net, db, lyr)
+    failed_runs = failures.build(s)
+    migration: list = []
+
+    def run_migrations(fn: functions.Deployed) -> pulumi.Resource:
+        migration.append(migrate.build(fn, db))
+        return migration[0]
+
+    fns = functions.build(s, net, db, lyr, owned, failed_runs, run_migrations)
+    secrets.rotate(s, owned, fns[functions.MIGRATE].function, migration[0])
     http = api.build(s, fns)
-    schedules.build(s, fns)
-    migration = migrate.build(fns[functions.MIGRATE], db)
-    topic = alarms.build(s, http, fns)
+    schedules.build(s, fns, failed_runs)
+    topic = alarms.build(s, http, fns, db, failed_runs)
+    board = dashboard.build(s, http, db, failed_runs)
     return {
         "api_url": http.url,
         "db_proxy_endpoint": db.endpoint,
         "db_secret_arn": db.secret_arn,
+        "db_app_secret_arn": owned.app.arn,
+        "encryption_keys_secret_arn": owned.keys.arn,
         "function_names": {name: d.function.name for name, d in fns.items()},
-        "migrations_sha256": migration.triggers.apply(lambda t: (t or {}).get("migrations_sha256")),
-        "alarm_topic_arn": topic.arn if topic else None,
+        "migrations_sha256": migration[0].triggers.apply(lambda t: (t or {}).get("migrations_sha256")),
+        "alarm_topic_arn": topic.arn,
+        "agent_failures_queue_url": failed_runs.url,
+        "dashboard_name": board.dashboard_name,
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 import pytest
 
@@ -53,20 +54,33 @@ def api(gateway, tenant):
         yield c
 
 
+class NotifyOnly:
+    """What the long polls of a test did: `woken` has one entry per sleep (True when a NOTIFY ended
+    it); `asleep` is set once a long poll is asleep, listening, after its last empty try."""
+
+    def __init__(self) -> None:
+        self.woken: list[bool] = []
+        self.asleep = threading.Event()
+
+    def wait_until_asleep(self, timeout_s: float = 10.0) -> None:
+        assert self.asleep.wait(timeout_s), "no long poll went to sleep"
+
+
 @pytest.fixture
-def notify_only(monkeypatch) -> list[bool]:
-    """Long polls re-check only once a minute, and every sleep of a long poll is recorded: True when
-    a NOTIFY ended it. A test that a write wakes a waiter asserts on that list, so it fails unless the
-    write's NOTIFY did the waking (a re-check at the deadline would also find the message)."""
+def notify_only(monkeypatch) -> NotifyOnly:
+    """Long polls re-check only once a minute and every sleep is recorded, so a test that a write
+    wakes a waiter fails unless the write's NOTIFY did the waking (a re-check at the deadline would
+    also find the message)."""
     from postbox import wakeup
 
-    woken: list[bool] = []
+    seen = NotifyOnly()
     sleep = wakeup._sleep
 
     def recorded(conn, timeout_s):
-        woken.append(sleep(conn, timeout_s))
-        return woken[-1]
+        seen.asleep.set()
+        seen.woken.append(sleep(conn, timeout_s))
+        return seen.woken[-1]
 
     monkeypatch.setattr(wakeup, "RECHECK_SECONDS", 60.0)
     monkeypatch.setattr(wakeup, "_sleep", recorded)
-    return woken
+    return seen

@@ -1,4 +1,5 @@
-"""The flows surface (`/streams/v1`): query registration, state reads and the cycle commit.
+"""The flows surface (`/streams/v1`): query registration, state reads (and which partitions hold
+ripe windows) and the cycle commit.
 
 Errors: `{"success": false, "error": …}` (400 validation, 403 with `denied: true`, 409 naming the
 query); the ownership gate answers 404 `{"error": "not found"}`. A completed cycle is always 200.
@@ -12,7 +13,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
 from functions.api.common import SurfaceResolver, json_response
-from functions.api.flows_schema import Cycle, GetState, RegisterQuery
+from functions.api.flows_schema import Cycle, DueState, GetState, RegisterQuery
 from functions.observability import instrument
 from postbox.errors import Invalid
 from postbox.flows import cycle, queries, state
@@ -60,21 +61,19 @@ def get_state(body: Annotated[GetState, Body()]):
                      key_prefix=body.key_prefix or None, ripe_at_or_before=body.ripe_at_or_before)
 
 
+@router.post("/state/due")
+def due_partitions(body: Annotated[DueState, Body()]):
+    if not body.query_id:
+        raise Invalid("query_id is required")
+    return state.due(app.principal(), body.query_id, consumer_group=body.consumer_group or None,
+                     key_prefix=body.key_prefix or None, ripe_at_or_before=body.ripe_at_or_before,
+                     limit=body.limit or state.MAX_DUE)
+
+
 @router.post("/cycle")
 def run_cycle(body: Annotated[Cycle, Body()]):
-    if not body.query_id or body.partition_id in (None, ""):
-        raise Invalid("query_id and partition_id are required")
-    ack = None
-    if body.ack is not None:
-        ack = cycle.AckRequest(lease_id=body.ack.leaseId or "", status=body.ack.status, count=body.ack.count,
-                               transaction_id=body.ack.transactionId)
-    request = cycle.CycleRequest(
-        query_id=body.query_id, partition_id=str(body.partition_id), consumer_group=body.consumer_group or None,
-        state_ops=body.state_ops, push_items=body.push_items, ack=ack,
-        release_lease=True if body.release_lease is None else body.release_lease,
-    )
     stats: dict[str, int] = {}
-    result = cycle.run(app.principal(), request, stats)
+    result = cycle.run(app.principal(), cycle.parse(body.model_dump()), stats)
     if result["success"]:
         metrics.add_metric(name="CyclePushes", unit="Count", value=stats.get("pushed", 0))
         metrics.add_metric(name="CycleAcks", unit="Count", value=(result["ack_result"] or {}).get("count", 0))

@@ -32,6 +32,14 @@ class GetState(_Body):
     ripe_at_or_before: StrictInt | StrictFloat | None = None
 
 
+class DueState(_Body):
+    query_id: StrictStr | None = None
+    consumer_group: StrictStr | None = None
+    key_prefix: StrictStr | None = None
+    ripe_at_or_before: StrictInt | StrictFloat | None = None
+    limit: StrictInt | None = Field(default=None, ge=1, le=1000)
+
+
 class CycleAck(_Body):
     transactionId: StrictStr | None = None
     leaseId: StrictStr | None = None
@@ -47,3 +55,4 @@ class Cycle(_Body):
     push_items: list[Any] | None = None
     ack: CycleAck | None = None
     release_lease: StrictBool | None = True
+    quiet: StrictBool | None = False

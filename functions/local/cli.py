@@ -7,6 +7,7 @@ import argparse
 import json
 import logging
 import os
+import signal
 import socket
 import sys
 import warnings
@@ -18,7 +19,7 @@ def _dev(args: argparse.Namespace) -> int:
     import uvicorn
 
     from functions.local.gateway import LocalGateway
-    from functions.local.runtime import database, dev_key, use_database
+    from functions.local.runtime import database, dev_key, start_dispatches_in_process, use_database
     from functions.local.scheduler import Scheduler
     from postbox import db
 
@@ -33,26 +34,38 @@ def _dev(args: argparse.Namespace) -> int:
     os.environ.setdefault("POSTBOX_POOL_MAX", "20")
     if args.long_poll_ms:
         os.environ["POSTBOX_LONG_POLL_MS"] = str(args.long_poll_ms)
-    url, server = database(state)
-    applied = use_database(url)
-    key = dev_key(state)
-    scheduler = Scheduler()
-    scheduler.start()
-    base = f"http://{args.host}:{args.port}"
-    print(f"Postbox is running at {base}", flush=True)
-    print(f"  database:  {'embedded, data in ' + str(state / 'pgdata') if server else 'DATABASE_URL'}")
-    print(f"  migrations applied now: {', '.join(applied) or 'none (up to date)'}")
-    print(f"  development key: {key}   (also in {state / 'dev-key'})")
-    print(f"  try: curl -s -H 'apikey: {key}' {base}/api/v1/queues", flush=True)
+    # SIGTERM (systemd, `docker stop`) stops Postbox as Ctrl-C does: the cleanup below runs. uvicorn
+    # stops serving on SIGTERM and then re-raises it with the handler it found: this one.
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    server = scheduler = None
     try:
+        url, server = database(state)
+        applied = use_database(url)
+        key = dev_key(state)
+        start_dispatches_in_process()
+        scheduler = Scheduler()
+        scheduler.start()
+        base = f"http://{args.host}:{args.port}"
+        print(f"Postbox is running at {base}", flush=True)
+        print(f"  database:  {'embedded, data in ' + str(state / 'pgdata') if server else 'DATABASE_URL'}")
+        print(f"  migrations applied now: {', '.join(applied) or 'none (up to date)'}")
+        print(f"  development key: {key}   (also in {state / 'dev-key'})")
+        print(f"  try: curl -s -H 'apikey: {key}' {base}/api/v1/queues", flush=True)
         uvicorn.run(LocalGateway(), host=args.host, port=args.port, log_level="warning", lifespan="on")
+    except SystemExit:
+        pass
     finally:
-        scheduler.stop()
+        if scheduler is not None:
+            scheduler.stop()
         db.close_pool()
         if server is not None:
             server.stop()
         print("Postbox stopped.", flush=True)
     return 0
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 def _port_free(host: str, port: int) -> bool:

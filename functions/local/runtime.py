@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 from postbox import config, db, migrate, tenancy
@@ -42,3 +43,18 @@ def dev_key(state_dir: Path) -> str:
     path.write_text(issued.key + "\n")
     path.chmod(0o600)
     return issued.key
+
+
+def start_dispatches_in_process(handler: str = "functions.agents.consumer_dispatch.handler") -> None:
+    """A send that finds its consumer idle starts the consumer-dispatch agent for its queue on a
+    thread of this process, as the asynchronous Lambda invoke does on AWS."""
+    from functions.local.invoke import invoke
+    from postbox.queues import consumers
+
+    def start(queue_id: int) -> None:
+        threading.Thread(
+            target=invoke, args=(handler, {"queue_id": queue_id}, "consumer-dispatch", 60.0),
+            name=f"dispatch-{queue_id}", daemon=True,
+        ).start()
+
+    consumers.set_starter(start)

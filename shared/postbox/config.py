@@ -20,6 +20,10 @@ class Settings:
     db_name: str
     db_sslmode: str
     db_secret_arn: str | None
+    db_user: str | None  # with db_iam_auth: the user an IAM token logs in as (no secret read)
+    db_iam_auth: bool
+    listen_host: str | None  # a direct endpoint for LISTEN only (RDS Proxy pins a LISTENing session)
+    listen_user: str | None
     pool_min: int
     pool_max: int
     long_poll_ms: int
@@ -36,6 +40,10 @@ def settings() -> Settings:
         db_name=os.environ.get("POSTBOX_DB_NAME", "postbox"),
         db_sslmode=os.environ.get("POSTBOX_DB_SSLMODE", "require"),
         db_secret_arn=os.environ.get("POSTBOX_DB_SECRET_ARN"),
+        db_user=os.environ.get("POSTBOX_DB_USER") or None,
+        db_iam_auth=os.environ.get("POSTBOX_DB_IAM_AUTH", "").lower() in ("1", "true"),
+        listen_host=os.environ.get("POSTBOX_DB_LISTEN_HOST") or None,
+        listen_user=os.environ.get("POSTBOX_DB_LISTEN_USER") or None,
         pool_min=_int("POSTBOX_POOL_MIN", 0),
         pool_max=_int("POSTBOX_POOL_MAX", 4),
         long_poll_ms=_int("POSTBOX_LONG_POLL_MS", 20000),

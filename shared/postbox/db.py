@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import psycopg
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import config, errors, jsoncodec
 
@@ -23,18 +23,23 @@ _lock = threading.Lock()
 
 
 SECRET_TTL_S = 60.0  # a rotated DB password reaches new connections within a minute
-_secret_cache: dict[tuple[str, str], tuple[float, str]] = {}
+TOKEN_TTL_S = 600.0  # an IAM authentication token is valid for 15 minutes; new connections get a fresh one
+_secret_cache: dict[tuple[str, ...], tuple[float, str]] = {}
 
 
 def conninfo() -> str:
-    """DATABASE_URL when set (local, tests); otherwise the proxy endpoint plus the DB secret.
+    """DATABASE_URL when set (local, tests); otherwise the proxy endpoint, logged in either with an
+    IAM token as POSTBOX_DB_USER (POSTBOX_DB_IAM_AUTH: the functions, which hold no password) or with
+    the user and password of the secret POSTBOX_DB_SECRET_ARN (the migrate function).
 
-    The pool calls this for every new connection; the secret is re-read at most every
-    SECRET_TTL_S, so a rotated password is picked up without a cold start.
+    The pool calls this for every new connection; the secret is re-read at most every SECRET_TTL_S,
+    so a rotated password is picked up without a cold start.
     """
     s = config.settings()
     if s.database_url:
         return s.database_url
+    if s.db_host and s.db_iam_auth and s.db_user:
+        return _iam_conninfo(s.db_host, s.db_user)
     if not (s.db_host and s.db_secret_arn):
         raise RuntimeError("set DATABASE_URL, or POSTBOX_DB_HOST and POSTBOX_DB_SECRET_ARN")
     now = time.monotonic()
@@ -42,18 +47,41 @@ def conninfo() -> str:
     if cached and cached[0] > now:
         return cached[1]
     secret = _read_secret(s.db_secret_arn, s.region)
-    info = psycopg.conninfo.make_conninfo(
-        host=s.db_host,
+    info = _make(s.db_host, secret["username"], secret["password"])
+    _secret_cache[(s.db_secret_arn, s.db_host)] = (now + SECRET_TTL_S, info)
+    return info
+
+
+def _make(host: str, user: str, password: str) -> str:
+    s = config.settings()
+    return psycopg.conninfo.make_conninfo(
+        host=host,
         port=s.db_port,
         dbname=s.db_name,
-        user=secret["username"],
-        password=secret["password"],
+        user=user,
+        password=password,
         sslmode=s.db_sslmode,
         application_name="postbox",
         connect_timeout=5,
     )
-    _secret_cache[(s.db_secret_arn, s.db_host)] = (now + SECRET_TTL_S, info)
+
+
+def _iam_conninfo(host: str, user: str) -> str:
+    now = time.monotonic()
+    cached = _secret_cache.get(("iam", host, user))
+    if cached and cached[0] > now:
+        return cached[1]
+    info = _make(host, user, _iam_token(host, config.settings().db_port, user, config.settings().region))
+    _secret_cache[("iam", host, user)] = (now + TOKEN_TTL_S, info)
     return info
+
+
+def _iam_token(host: str, port: int, user: str, region: str | None) -> str:
+    import boto3  # imported here: only cold starts on AWS pay for it
+
+    return boto3.client("rds", region_name=region).generate_db_auth_token(
+        DBHostname=host, Port=port, DBUsername=user, Region=region
+    )
 
 
 def _read_secret(arn: str, region: str | None) -> dict:
@@ -100,11 +128,65 @@ def _check_if_idle(conn: psycopg.Connection) -> None:
 
 
 def close_pool() -> None:
-    global _pool
+    global _pool, _listen_pool
     with _lock:
-        if _pool is not None:
-            _pool.close()
-            _pool = None
+        for p in (_pool, _listen_pool):
+            if p is not None:
+                p.close()
+        _pool = _listen_pool = None
+
+
+# ---- the LISTEN connection ------------------------------------------------------------------------
+# RDS Proxy pins a session that LISTENs for as long as the client keeps it, so on AWS a long poll
+# listens on a connection of its own, straight to the cluster (POSTBOX_DB_LISTEN_HOST, as the
+# `postbox_listen` role, which may only register waiters). Everything else still goes through the
+# proxy. Locally the one pool serves both.
+
+LISTEN_WAIT_S = 2.0  # how long a long poll waits for a listening connection before it falls back
+LISTEN_POOL_MAX = 2
+LISTEN_IDLE_S = 60.0
+_listen_pool: ConnectionPool | None = None
+
+
+def _listening_pool() -> ConnectionPool:
+    global _listen_pool
+    if _listen_pool is None:
+        with _lock:
+            if _listen_pool is None:
+                s = config.settings()
+                _listen_pool = ConnectionPool(
+                    lambda: _iam_conninfo(s.listen_host or "", s.listen_user or "postbox_listen"),
+                    min_size=0,
+                    max_size=LISTEN_POOL_MAX,
+                    max_idle=LISTEN_IDLE_S,
+                    kwargs={"prepare_threshold": None, "autocommit": True},
+                    check=_check_if_idle,
+                    reset=_reset,
+                    name="postbox-listen",
+                    open=True,
+                )
+    return _listen_pool
+
+
+@contextmanager
+def listen_connection() -> Iterator[psycopg.Connection | None]:
+    """A connection to LISTEN on: the pool's own locally; on AWS one straight to the cluster, or None
+    when none comes within LISTEN_WAIT_S (the role's connection limit is reached, the cluster is
+    unreachable): the waiter then re-checks on its period alone, through the proxy."""
+    if not config.settings().listen_host:
+        with connection() as conn:
+            yield conn
+        return
+    listen_pool = _listening_pool()
+    try:
+        conn = listen_pool.getconn(timeout=LISTEN_WAIT_S)
+    except (PoolTimeout, psycopg.OperationalError):
+        yield None
+        return
+    try:
+        yield conn
+    finally:
+        listen_pool.putconn(conn)
 
 
 @contextmanager

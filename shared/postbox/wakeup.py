@@ -101,7 +101,10 @@ def _listening(channels: Iterable[str], timeout_s: float) -> Iterator[psycopg.Co
         yield None
         return
     waiter = uuid.uuid4()
-    with db.connection() as conn:
+    with db.listen_connection() as conn:  # on AWS a direct one: the proxy would pin a LISTEN
+        if conn is None:  # none to be had: the waiter re-checks on its period alone
+            yield None
+            return
         try:
             conn.execute(
                 "INSERT INTO waiters (channel, waiter, until)"

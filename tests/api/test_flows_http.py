@@ -230,3 +230,53 @@ def test_the_http_runner_killed_between_pop_and_cycle_restarts_exactly_once(api,
     popped = api.get("/api/v1/pop/queue/k10", params={"batch": 100, "consumerGroup": "x"}).json()["messages"]
     windows = sorted((m["data"]["key"], m["data"]["windowStart"], m["data"]["value"]["n"]) for m in popped)
     assert len(windows) == 8 and all(n == 5 for *_, n in windows)   # 2 partitions x 4 windows of 5, once each
+
+
+def test_an_idle_flush_commits_only_while_its_partition_is_quiet_and_its_rows_unchanged(api, gateway, make_tenant):
+    _grant(api)
+    qid = _register(api).json()["query_id"]
+    messages = _leased(api, 2)                         # group g holds a lease on 2 unconsumed messages
+    pid = messages[0]["partitionId"]
+    row, key = {"acc": 2, "windowStart": 0, "windowEnd": 60_000}, "tumb:60\u001f1970-01-01T00:00:00.000Z\u001fk"
+    flush = {"query_id": qid, "partition_id": pid, "consumer_group": "g", "ack": None, "quiet": True,
+             "state_ops": [{"type": "delete", "key": key, "expect": row}],
+             "push_items": [{"queue": "out", "payload": {"n": 2}}]}
+    due = {"query_id": qid, "consumer_group": "g", "key_prefix": "tumb:60\u001f", "ripe_at_or_before": 60_000}
+
+    busy = api.post("/streams/v1/cycle", json=flush)
+    assert busy.status_code == 200 and busy.json()["success"] is False and busy.json()["code"] == "not_quiet"
+    r = api.post("/streams/v1/cycle", json={"query_id": qid, "partition_id": pid, "consumer_group": "g",
+                                            "state_ops": [{"type": "upsert", "key": key, "value": row}],
+                                            "ack": {"leaseId": messages[0]["leaseId"], "count": 2}})
+    assert r.json()["success"] is True                 # folded and acked: the partition is quiet now
+
+    assert api.post("/streams/v1/state/due", json=due).json() == {"success": True, "partitions": [pid]}
+    assert api.post("/streams/v1/state/due", json={**due, "ripe_at_or_before": 59_999}).json()["partitions"] == []
+    waiting = _leased(api, 1)                          # a new message leased: not quiet for g, still due for others
+    assert api.post("/streams/v1/state/due", json=due).json()["partitions"] == []
+    assert api.post("/streams/v1/state/due", json={**due, "consumer_group": None}).json()["partitions"] == [pid]
+    assert api.post("/streams/v1/state/due", json={"consumer_group": "g"}).status_code == 400
+    assert api.post("/streams/v1/state/due", json={**due, "limit": 0}).status_code == 400
+    other = make_tenant()
+    with client(gateway.url, other.key) as them:      # another tenant's query lists nothing
+        assert them.post("/streams/v1/state/due", json=due).json() == {"success": True, "partitions": []}
+
+    fresh_group = api.post("/streams/v1/cycle", json={**flush, "consumer_group": "fresh"})
+    assert fresh_group.json()["code"] == "not_quiet"   # a group that never consumed the partition
+    r = api.post("/streams/v1/cycle", json={"query_id": qid, "partition_id": pid, "consumer_group": "g",
+                                            "ack": {"leaseId": waiting[0]["leaseId"]}})
+    assert r.json()["success"] is True
+    stale = api.post("/streams/v1/cycle", json={
+        **flush, "state_ops": [{"type": "delete", "key": key, "expect": {**row, "acc": 1}}]})
+    assert stale.json()["success"] is False and stale.json()["code"] == "state_changed"
+    assert api.get("/api/v1/pop/queue/out", params={"batch": 10}).status_code == 404   # rolled back: no sink
+    done = api.post("/streams/v1/cycle", json=flush)
+    assert done.json()["success"] is True and done.json()["push_results"][0]["status"] == "queued"
+    again = api.post("/streams/v1/cycle", json=flush)
+    assert again.json()["success"] is False and again.json()["code"] == "state_changed"
+    assert [m["data"] for m in api.get("/api/v1/pop/queue/out", params={"batch": 10}).json()["messages"]] == [{"n": 2}]
+    with_ack = api.post("/streams/v1/cycle", json={**flush, "ack": {"leaseId": messages[0]["leaseId"]}})
+    assert with_ack.json()["success"] is False and with_ack.json()["code"] == "invalid"
+    on_upsert = api.post("/streams/v1/cycle", json={
+        **flush, "state_ops": [{"type": "upsert", "key": key, "value": row, "expect": row}]})
+    assert on_upsert.json()["success"] is False and "expect" in on_upsert.json()["error"]

@@ -6,7 +6,6 @@ import time
 
 from postbox import db
 from support.http import client
-from support.waiters import wait_for_waiter
 
 
 def _create(api, name="emails", **settings):
@@ -366,11 +365,11 @@ def test_long_poll_read_wakes_on_send(api, notify_only):
 
     t = threading.Thread(target=reader)
     t.start()
-    wait_for_waiter("queue_")
+    notify_only.wait_until_asleep()
     api.post("/api/v1/queues/lp/send", json={"message": "wake"})
     t.join(15)
     assert [m["message"] for m in got["messages"]] == ["wake"]
-    assert notify_only == [True]
+    assert notify_only.woken == [True]
     assert api.post("/api/v1/queues/lp/read", json={"wait_seconds": 21}).status_code == 422
 
 

@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 
 from postbox import tenancy
 from support.http import client
-from support.waiters import wait_for_waiter
 
 
 def _err(r, status, code=None):
@@ -225,11 +224,11 @@ def test_long_poll_consume_wakes_on_publish(api, gateway, notify_only):
 
     t = threading.Thread(target=wait)
     t.start()
-    wait_for_waiter("stream_")
+    notify_only.wait_until_asleep()
     api.post("/v1/streams/s/messages", json={"payload": "hello"})
     t.join()
     assert [m["payload"] for m in found["r"]["messages"]] == ["hello"]
-    assert notify_only == [True]
+    assert notify_only.woken == [True]
 
 
 def test_roles_and_missing_key(api, gateway):

@@ -84,6 +84,24 @@ def test_registration_outcomes(granted):
     assert _register(p, h="h2")["fresh"] is False
 
 
+def _options(p, queue):
+    return service.configure(p, queue, {})["options"]
+
+
+def test_registration_gives_the_source_queue_flows_lease_and_retry_defaults(granted):
+    p = granted.principal
+    _register(p, "fresh-source", source_queue="made.by.registration")      # created by the registration
+    assert (_options(p, "made.by.registration")["leaseTime"], _options(p, "made.by.registration")["retryLimit"]) \
+        == (30, 100)
+    service.push(p, [Item("pushed.first", 1)])                             # created by a push: queue defaults
+    assert _options(p, "pushed.first")["leaseTime"] == 300
+    _register(p, "pushed-first", source_queue="pushed.first")
+    assert (_options(p, "pushed.first")["leaseTime"], _options(p, "pushed.first")["retryLimit"]) == (30, 100)
+    service.configure(p, "chosen", {"leaseTime": 300, "retryLimit": 5})   # the owner's choice is kept
+    _register(p, "chosen", source_queue="chosen")
+    assert (_options(p, "chosen")["leaseTime"], _options(p, "chosen")["retryLimit"]) == (300, 5)
+
+
 def test_names_are_per_tenant(granted, make_tenant):
     other = make_tenant()
     quotas.grant(other.tenant_id)

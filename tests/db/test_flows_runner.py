@@ -78,7 +78,7 @@ def _sink(principal, queue="counts"):
     return out
 
 
-def _drain(runner, partitions, deadline_s=30.0):
+def _drain(runner, deadline_s=30.0):
     """Run until every source message is committed for the runner's group, then idle-flush."""
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
@@ -90,14 +90,7 @@ def _drain(runner, partitions, deadline_s=30.0):
         if not behind:
             break
     assert not behind, "the runner did not catch up"
-    runner.flush_idle(force=True, partitions=partitions)
-
-
-def _partitions(tenant):
-    with db.transaction() as conn:
-        return [str(r[0]) for r in conn.execute(
-            "SELECT p.id FROM log_partitions p JOIN pq_queues q ON q.id = p.owner_id"
-            " WHERE p.owner_kind = 'pq' AND q.tenant_id = %s AND q.name = 'events'", (tenant.tenant_id,))]
+    runner.flush_idle(force=True)
 
 
 def _windows(sink):
@@ -112,7 +105,7 @@ def test_a_runner_killed_between_pop_and_cycle_then_restarted_emits_exactly_the_
     _setup(steady, events)
     runner = Runner(_query(), LocalClient(steady.principal), batch=7, partitions=2)
     runner.start()
-    _drain(runner, _partitions(steady))
+    _drain(runner)
     clean = _sink(steady.principal)
 
     crashed = make_tenant()
@@ -124,7 +117,7 @@ def test_a_runner_killed_between_pop_and_cycle_then_restarted_emits_exactly_the_
                 doomed.run_once(wait_ms=300)
     restarted = Runner(_query(), LocalClient(crashed.principal), batch=7, partitions=2)
     restarted.start()
-    _drain(restarted, _partitions(crashed))
+    _drain(restarted)
     recovered = _sink(crashed.principal)
 
     assert _windows(clean) == expected                 # every window, counted exactly
@@ -159,7 +152,7 @@ def test_concurrent_runners_on_one_query_count_every_message(make_tenant):
         time.sleep(0.1)
     stop.set()
     [t.join() for t in threads]
-    runners[0].flush_idle(force=True, partitions=_partitions(tenant))
+    runners[0].flush_idle(force=True)
     sink = _sink(tenant.principal)
     assert _windows(sink) == _expected(events) and len(sink) == len(_expected(events))
     assert sum(r.stats["messages"] for r in runners) >= 240

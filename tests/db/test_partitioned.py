@@ -13,7 +13,6 @@ from postbox.partitioned import consume, maintenance, payloads, service
 from postbox.partitioned.consume import Ack
 from postbox.partitioned.produce import Item
 from postbox.partitioned.service import PopRequest
-from support.waiters import wait_for_waiter
 
 
 def _push(principal, queue, payloads_, partition="Default", **kw):
@@ -263,11 +262,11 @@ def test_long_poll_wakes_on_push(tenant, notify_only):
     got = []
     t = threading.Thread(target=lambda: got.extend(_pop(p, "lp", wait=True, timeout_ms=2500)))
     t.start()
-    wait_for_waiter("pq_")
+    notify_only.wait_until_asleep()
     _push(p, "lp", ["hello"])
     t.join()
     assert [m["data"] for m in got] == ["hello"]
-    assert notify_only == [True]
+    assert notify_only.woken == [True]
 
 
 def test_agent_sweeps_expired_leases_and_retention_safely_when_overlapping(tenant):

@@ -68,13 +68,12 @@ def test_long_poll_is_woken_by_notify_not_by_its_recheck(tenant, notify_only):
     result = {}
     t = threading.Thread(target=lambda: result.setdefault("r", wakeup.long_poll(attempt, 20)))
     t.start()
-    while not _registered(channel):
-        time.sleep(0.02)
+    notify_only.wait_until_asleep()
     found.append("hello")
     service.send_messages(tenant.principal, "q", ["hello"])
     t.join(15)
     assert result.get("r") == ["hello"]
-    assert notify_only == [True]  # one sleep, ended by the send's NOTIFY
+    assert notify_only.woken == [True]  # one sleep, ended by the send's NOTIFY
     assert len(tries) == 3  # the first try, the try once listening, the try after the wake-up
 
 

@@ -25,6 +25,9 @@ REGION = "us-east-1"
 AZS = ["us-east-1a", "us-east-1b", "us-east-1c"]
 SECRET_ARN = f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:rds!cluster-0123-abcdef"
 PROXY_ENDPOINT = "postbox.proxy-abc.us-east-1.rds.amazonaws.com"
+PROXY_RESOURCE_ID = "prx-0123456789abcdef"
+CLUSTER_RESOURCE_ID = "cluster-ABCDEFGHIJKL"
+CLUSTER_ENDPOINT = "postbox.cluster-abc.us-east-1.rds.amazonaws.com"
 
 
 @dataclass
@@ -56,11 +59,20 @@ def _outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
         out.update(
             id=inputs.get("clusterIdentifier", name),
             clusterIdentifier=inputs.get("clusterIdentifier", name),
-            endpoint=f"{name}.cluster-abc.{REGION}.rds.amazonaws.com",
+            arn=f"arn:aws:rds:{REGION}:{ACCOUNT}:cluster:{inputs.get('clusterIdentifier', name)}",
+            clusterResourceId=CLUSTER_RESOURCE_ID,
+            endpoint=CLUSTER_ENDPOINT,
             masterUserSecrets=[{"secretArn": SECRET_ARN, "kmsKeyId": "aws/secretsmanager", "secretStatus": "active"}],
         )
     elif typ == "aws:rds/proxy:Proxy":
-        out.update(endpoint=PROXY_ENDPOINT)
+        out.update(endpoint=PROXY_ENDPOINT, arn=f"arn:aws:rds:{REGION}:{ACCOUNT}:db-proxy:{PROXY_RESOURCE_ID}")
+    elif typ == "aws:sqs/queue:Queue":
+        out.update(url=f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{physical}",
+                   arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:{physical}")
+    elif typ == "aws:secretsmanager/secret:Secret":
+        out.update(arn=f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:{physical}-AbCdEf")
+    elif typ == "aws:sns/topic:Topic":
+        out.update(arn=f"arn:aws:sns:{REGION}:{ACCOUNT}:{physical}")
     elif typ == "aws:rds/proxyDefaultTargetGroup:ProxyDefaultTargetGroup":
         out.update(name="default")
     elif typ == "aws:lambda/function:Function":

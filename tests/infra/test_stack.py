@@ -12,7 +12,20 @@ from dataclasses import replace
 
 import pytest
 import yaml
-from stack_harness import ACCOUNT, AZS, PROXY_ENDPOINT, REGION, REPO, SECRET_ARN, Recorded, StackRun, run_stack
+from stack_harness import (
+    ACCOUNT,
+    AZS,
+    CLUSTER_ENDPOINT,
+    CLUSTER_RESOURCE_ID,
+    PROXY_ENDPOINT,
+    PROXY_RESOURCE_ID,
+    REGION,
+    REPO,
+    SECRET_ARN,
+    Recorded,
+    StackRun,
+    run_stack,
+)
 
 from functions import routes as route_table
 from functions import schedules as agent_table
@@ -108,7 +121,7 @@ def test_authorizer_always_runs_and_is_never_cached(prod: StackRun):
 
 
 def test_api_gateway_may_invoke_each_surface_and_the_authorizer(prod: StackRun):
-    perms = prod.of_type("aws:lambda/permission:Permission")
+    perms = [p for p in prod.of_type("aws:lambda/permission:Permission") if p.name.startswith("apigw-")]
     invoked = {p.inputs["function"] for p in perms}
     assert invoked == {f"postbox-prod-{n}" for n in (*route_table.FUNCTIONS, "authorizer")}
     for p in perms:
@@ -195,22 +208,41 @@ def test_layers_are_arm64_py312(prod: StackRun):
         assert layer.inputs["code"].path.endswith(f"build/layers/{layer.name}.zip")
 
 
+def queue_surfaces() -> set[str]:
+    return {r.function for r in route_table.ROUTES if r.path.startswith(route_table.QUEUES)}
+
+
 def test_function_environment(prod: StackRun):
+    """Only migrate holds a secret (the master user's); every other function logs in to the proxy as
+    postbox_app with IAM tokens; surfaces LISTEN straight to the cluster and read the key ring."""
+    app_secret, keys_secret = (prod.one("aws:secretsmanager/secret:Secret", n).outputs["arn"]
+                               for n in ("db-app", "encryption-keys"))
     for name, fn in functions_by_name(prod).items():
         env = fn.inputs["environment"]["variables"]
-        if name == "consumer-dispatch":
-            assert env.pop("POSTBOX_CONSUMER_FUNCTION_PATTERN") == "postbox-consumer-*"
-        assert env == {
+        expected = {
             "POSTBOX_DB_HOST": PROXY_ENDPOINT,
             "POSTBOX_DB_PORT": "5432",
             "POSTBOX_DB_NAME": "postbox",
-            "POSTBOX_DB_SECRET_ARN": SECRET_ARN,
             "POSTBOX_DB_SSLMODE": "require",
             "POSTBOX_LONG_POLL_MS": "20000",
             "POWERTOOLS_SERVICE_NAME": name,
             "POWERTOOLS_METRICS_NAMESPACE": "Postbox",
             "POWERTOOLS_TRACE_DISABLED": "true",
         }
+        if name == "migrate":
+            expected.update(POSTBOX_DB_SECRET_ARN=SECRET_ARN, POSTBOX_APP_SECRET_ARN=app_secret,
+                            POSTBOX_ENCRYPTION_KEYS_SECRET_ARN=keys_secret, POSTBOX_DB_CLUSTER_HOST=CLUSTER_ENDPOINT,
+                            POSTBOX_LISTEN_CONNECTION_LIMIT="100")
+        else:
+            expected.update(POSTBOX_DB_USER="postbox_app", POSTBOX_DB_IAM_AUTH="true")
+        if name in route_table.FUNCTIONS:
+            expected.update(POSTBOX_DB_LISTEN_HOST=CLUSTER_ENDPOINT, POSTBOX_DB_LISTEN_USER="postbox_listen",
+                            POSTBOX_ENCRYPTION_KEYS_SECRET_ARN=keys_secret)
+        if name in queue_surfaces() | {"consumer-dispatch"}:
+            expected["POSTBOX_CONSUMER_DISPATCH_FUNCTION"] = "postbox-prod-consumer-dispatch"
+        if name == "consumer-dispatch":
+            expected["POSTBOX_CONSUMER_FUNCTION_PATTERN"] = "postbox-consumer-*"
+        assert env == expected, name
         assert fn.inputs["tracingConfig"] == {"mode": "PassThrough"}
 
 
@@ -265,6 +297,7 @@ def test_one_schedule_per_agent_targeting_its_function(prod: StackRun):
     schedules = {s.name.removeprefix("schedule-"): s for s in prod.of_type("aws:scheduler/schedule:Schedule")}
     assert set(schedules) == {a.name for a in agent_table.AGENTS}
     roles = {r.outputs["arn"]: r for r in prod.of_type(ROLE)}
+    failures_arn = prod.one("aws:sqs/queue:Queue", "agent-failures").outputs["arn"]
     for agent in agent_table.AGENTS:
         sched = schedules[agent.name].inputs
         assert sched["scheduleExpression"] == agent.schedule_expression
@@ -274,9 +307,12 @@ def test_one_schedule_per_agent_targeting_its_function(prod: StackRun):
         (trust,) = statements(role.policy())
         assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
         policy = next(p for p in prod.of_type(ROLE_POLICY) if p.inputs["role"] == role.id).policy()
-        (st,) = statements(policy)
-        assert st["Action"] == ["lambda:InvokeFunction"]
-        assert all(res.startswith(sched["target"]["arn"]) for res in st["Resource"])
+        invoke, dead_letter = statements(policy)
+        assert invoke["Action"] == ["lambda:InvokeFunction"]
+        assert all(res.startswith(sched["target"]["arn"]) for res in invoke["Resource"])
+        assert dead_letter["Action"] == ["sqs:SendMessage"] and dead_letter["Resource"] == failures_arn
+        assert sched["target"]["deadLetterConfig"] == {"arn": failures_arn}
+        assert sched["target"]["retryPolicy"]["maximumRetryAttempts"] > 0
 
 
 def test_migrate_invocation_carries_the_migrations_hash(prod: StackRun):
@@ -341,13 +377,15 @@ def test_proxy_requires_tls_and_authenticates_with_the_cluster_secret(prod: Stac
     assert p["requireTls"] is True
     assert p["engineFamily"] == "POSTGRESQL"
     assert p["vpcSecurityGroupIds"] == ["sg-proxy"]
-    assert [a["secretArn"] for a in p["auths"]] == [SECRET_ARN]
+    app_secret = prod.one("aws:secretsmanager/secret:Secret", "db-app").outputs["arn"]
+    # The master user (migrate) with its password; postbox_app only with IAM tokens.
+    assert [(a["secretArn"], a["iamAuth"]) for a in p["auths"]] == [(SECRET_ARN, "DISABLED"), (app_secret, "REQUIRED")]
     assert all(a["authScheme"] == "SECRETS" for a in p["auths"])
     role = next(r for r in prod.of_type(ROLE) if r.outputs["arn"] == p["roleArn"])
     assert statements(role.policy())[0]["Principal"] == {"Service": "rds.amazonaws.com"}
     (st,) = statements(next(x for x in prod.of_type(ROLE_POLICY) if x.inputs["role"] == role.id).policy())
     assert st["Action"] == ["secretsmanager:GetSecretValue"]
-    assert st["Resource"] == SECRET_ARN
+    assert st["Resource"] == [SECRET_ARN, app_secret]
     (target,) = prod.of_type("aws:rds/proxyTarget:ProxyTarget")
     assert target.inputs["dbClusterIdentifier"] == "postbox-prod"
 
@@ -379,6 +417,7 @@ def test_security_group_rules_only_chain_functions_proxy_db(prod: StackRun):
     assert ingress == {
         ("sg-proxy", "sg-functions", 5432, 5432, "tcp"),
         ("sg-db", "sg-proxy", 5432, 5432, "tcp"),
+        ("sg-db", "sg-functions", 5432, 5432, "tcp"),  # the long polls' LISTEN connections
         ("sg-endpoints", "sg-functions", 443, 443, "tcp"),
     }
     egress = {(r.inputs["securityGroupId"], r.inputs["referencedSecurityGroupId"], r.inputs["fromPort"])
@@ -386,6 +425,7 @@ def test_security_group_rules_only_chain_functions_proxy_db(prod: StackRun):
     assert egress == {
         ("sg-functions", "sg-proxy", 5432),
         ("sg-proxy", "sg-db", 5432),
+        ("sg-functions", "sg-db", 5432),
         ("sg-functions", "sg-endpoints", 443),
     }
 
@@ -423,6 +463,7 @@ def test_one_least_privilege_role_per_function(prod: StackRun):
     assert set(policies) == expected_functions()
     groups = {g.name.removeprefix("logs-"): g.outputs["arn"] for g in prod.of_type("aws:cloudwatch/logGroup:LogGroup")}
     roles = {r.name.removeprefix("role-"): r.outputs["arn"] for r in prod.of_type(ROLE)}
+    secret_arns = {r.name: r.outputs["arn"] for r in prod.of_type("aws:secretsmanager/secret:Secret")}
     for name, fn in functions_by_name(prod).items():
         assert fn.inputs["role"] == roles[name]
         for st in statements(policies[name]):
@@ -432,26 +473,55 @@ def test_one_least_privilege_role_per_function(prod: StackRun):
                 assert "logs:CreateLogGroup" not in actions
                 assert resources == [groups[name], groups[name] + ":*"]  # its own log group only
             if any(a.startswith("secretsmanager:") for a in actions):
-                assert actions == ["secretsmanager:GetSecretValue"]
-                assert resources == [SECRET_ARN]
+                if name == "migrate":  # the master user's secret, and the two secrets it rotates
+                    assert resources in ([SECRET_ARN], [secret_arns["db-app"], secret_arns["encryption-keys"]])
+                else:  # the encryption key ring, read-only, for the surfaces alone
+                    assert name in route_table.FUNCTIONS
+                    assert (actions, resources) == (["secretsmanager:GetSecretValue"], [secret_arns["encryption-keys"]])
+            if any(a.startswith("rds-db:") for a in actions):
+                assert actions == ["rds-db:connect"] and name != "migrate"
+                assert resources[0] in (
+                    f"arn:aws:rds-db:{REGION}:{ACCOUNT}:dbuser:{PROXY_RESOURCE_ID}/postbox_app",
+                    f"arn:aws:rds-db:{REGION}:{ACCOUNT}:dbuser:{CLUSTER_RESOURCE_ID}/postbox_listen",
+                )
+        connects = {r for st in statements(policies[name]) if st["Action"] == ["rds-db:connect"]
+                    for r in as_list(st["Resource"])}
+        if name == "migrate":
+            assert not connects
+        else:
+            assert f"arn:aws:rds-db:{REGION}:{ACCOUNT}:dbuser:{PROXY_RESOURCE_ID}/postbox_app" in connects
+            assert any(c.endswith("/postbox_listen") for c in connects) == (name in route_table.FUNCTIONS)
 
 
 def invoke_statements(policy: dict) -> list[dict]:
     return [st for st in statements(policy) if any(a.startswith("lambda:") for a in as_list(st["Action"]))]
 
 
-def test_only_consumer_dispatch_may_invoke_functions(prod: StackRun):
-    for name, policy in lambda_role_policies(prod).items():
-        if name != "consumer-dispatch":
-            assert not invoke_statements(policy), name
+DISPATCHER_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:postbox-prod-consumer-dispatch"
+
+
+def assert_invokes_only_what_it_must(run: StackRun) -> None:
+    """The dispatcher invokes the consumers; the queues surface (whose sends start a dispatch) and the
+    dispatcher (which restarts itself for a queue it could not drain) invoke the dispatcher; no one else
+    invokes anything."""
+    for name, policy in lambda_role_policies(run).items():
+        invoked = {st["Resource"] for st in invoke_statements(policy)}
+        assert all(st["Action"] == ["lambda:InvokeFunction"] for st in invoke_statements(policy))
+        if name in queue_surfaces():
+            assert invoked == {DISPATCHER_ARN}, name
+        elif name != "consumer-dispatch":
+            assert not invoked, name
+
+
+def test_only_the_dispatch_path_may_invoke_functions(prod: StackRun):
+    assert_invokes_only_what_it_must(prod)
     if "consumer-dispatch" in lambda_role_policies(prod):
         assert_consumer_dispatch_scoped(prod, "postbox-consumer-*")
 
 
 def assert_consumer_dispatch_scoped(run: StackRun, pattern: str) -> None:
-    (st,) = invoke_statements(lambda_role_policies(run)["consumer-dispatch"])
-    assert st["Action"] == ["lambda:InvokeFunction"]
-    assert st["Resource"] == f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{pattern}"
+    invoked = {st["Resource"] for st in invoke_statements(lambda_role_policies(run)["consumer-dispatch"])}
+    assert invoked == {f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{pattern}", DISPATCHER_ARN}
 
 
 def test_tables_drive_the_stack(monkeypatch):
@@ -469,25 +539,13 @@ def test_tables_drive_the_stack(monkeypatch):
     schedules = {s.inputs["name"]: s.inputs for s in run.of_type("aws:scheduler/schedule:Schedule")}
     assert schedules["postbox-prod-consumer-dispatch"]["scheduleExpression"] == "rate(1 minute)"
     assert_consumer_dispatch_scoped(run, "acme-consumer-*")
-    for name, policy in lambda_role_policies(run).items():
-        if name != "consumer-dispatch":
-            assert not invoke_statements(policy), name
+    assert_invokes_only_what_it_must(run)
 
 
-# --- alarms ------------------------------------------------------------------------------------
+# --- alarms (more in test_operations.py) --------------------------------------------------------
 
 
-def test_alarms_on_api_5xx_and_each_function_throttles(prod: StackRun):
-    alarms = prod.of_type("aws:cloudwatch/metricAlarm:MetricAlarm")
-    api = [a for a in alarms if a.inputs["namespace"] == "AWS/ApiGateway"]
-    assert [a.inputs["metricName"] for a in api] == ["5xx"]
-    assert api[0].inputs["dimensions"] == {"ApiId": "api123"}
-    throttled = {a.inputs["dimensions"]["FunctionName"] for a in alarms if a.inputs["metricName"] == "Throttles"}
-    assert throttled == {f.inputs["name"] for f in prod.of_type(FUNCTION)}
-    assert not prod.of_type("aws:sns/topic:Topic")  # no topic unless configured
-
-
-def test_alarm_email_creates_a_topic_the_alarms_notify():
+def test_alarm_email_subscribes_to_the_one_topic_every_alarm_notifies():
     run = run_stack("prod", {"alarmEmail": "ops@example.com"})
     (topic,) = run.of_type("aws:sns/topic:Topic")
     (sub,) = run.of_type("aws:sns/topicSubscription:TopicSubscription")

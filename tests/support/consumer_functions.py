@@ -6,6 +6,7 @@ import threading
 import time
 
 calls: list[dict] = []
+call_times: list[float] = []  # time.monotonic() at each call's start
 active = 0
 peak = 0
 fail_next = 0
@@ -15,6 +16,7 @@ _lock = threading.Lock()
 def reset() -> None:
     global active, peak, fail_next
     calls.clear()
+    call_times.clear()
     active = peak = fail_next = 0
 
 
@@ -28,6 +30,7 @@ def record(event: dict, context: object) -> dict:
         if failing:
             fail_next -= 1
         calls.append(event)
+        call_times.append(time.monotonic())
     try:
         time.sleep(0.05)
         if failing:

@@ -50,6 +50,12 @@ class FakeClient:
             rows.append({"key": k, "value": json.loads(json.dumps(v))})
         return rows
 
+    def due(self, query_id, consumer_group=None, key_prefix=None, ripe_at_or_before=None):
+        """`p1` when it holds matching rows and is quiet (nothing leased, nothing left to pop)."""
+        quiet = self.leased is None and self.committed >= len(self.queue)
+        rows = self.get_state(query_id, "p1", key_prefix=key_prefix, ripe_at_or_before=ripe_at_or_before)
+        return ["p1"] if rows and quiet else []
+
     def pop(self, queue, *, batch, wait_ms, consumer_group):
         if self.leased is not None or self.committed >= len(self.queue):
             return []

@@ -1,9 +1,13 @@
 """The cycle: state ops, sink pushes and the source ack in ONE transaction, or nothing.
 
 The lease is the exactly-once guard: an ack whose lease is absent, another worker's or expired
-raises, and the state writes and sink pushes roll back with it. A completed call answers
-`success: true` or `success: false` (with the error, nothing committed); only a failure of the
-call itself (the database unreachable) escapes as an exception (500).
+raises, and the state writes and sink pushes roll back with it. An idle flush (`ack: null`) has no
+lease to show, so with `quiet: true` it commits only while the partition is quiet for the consumer
+group (its cursor row locked, nothing left to consume, no live lease), and its guarded deletes only
+if the rows still hold what was read: a flush and a fold of one partition cannot interleave, whoever
+runs them. A completed call answers `success: true` or `success: false` (with the error and its
+`code`, nothing committed); only a failure of the call itself (the database unreachable) escapes as
+an exception (500).
 """
 
 from __future__ import annotations
@@ -36,6 +40,24 @@ class CycleRequest:
     push_items: list[dict[str, Any]] | None = None
     ack: AckRequest | None = None
     release_lease: bool = True
+    quiet: bool = False
+
+
+def parse(body: dict[str, Any]) -> CycleRequest:
+    """A cycle request from its wire body (the route's and the in-process client's one reader);
+    400 without `query_id` or `partition_id`."""
+    query_id, partition_id = body.get("query_id"), body.get("partition_id")
+    if not query_id or partition_id in (None, ""):
+        raise Invalid("query_id and partition_id are required")
+    ack = body.get("ack")
+    release = body.get("release_lease")
+    return CycleRequest(
+        query_id=query_id, partition_id=str(partition_id), consumer_group=body.get("consumer_group") or None,
+        state_ops=body.get("state_ops"), push_items=body.get("push_items"),
+        ack=None if ack is None else AckRequest(lease_id=ack.get("leaseId") or "", status=ack.get("status"),
+                                                count=ack.get("count"), transaction_id=ack.get("transactionId")),
+        release_lease=True if release is None else release, quiet=bool(body.get("quiet")),
+    )
 
 
 def sink_items(raw: list[dict[str, Any]]) -> list[sinks.Item]:
@@ -94,16 +116,19 @@ def run(principal: Principal, request: CycleRequest, stats: dict[str, int] | Non
     try:
         with db.transaction() as conn:
             partition = state.partition_ref(conn, tenant, request.partition_id)  # 404 before anything runs
+            if request.quiet and request.ack is not None:
+                raise Invalid("quiet: only on an idle-flush cycle (ack: null)")
             ops = state.check_ops(request.state_ops or [])
             items = sink_items(request.push_items or [])
             body, pushed = _commit(conn, tenant, partition, group, request, ops, items)
     except NotFound as missing:
         if missing.code == "ownership":
             raise
-        answer["error"] = missing.message
+        answer["error"], answer["code"] = missing.message, missing.code
         return answer
     except (PostboxError, psycopg.DataError, psycopg.IntegrityError, psycopg.ProgrammingError) as failed:
         answer["error"] = getattr(failed, "message", None) or str(failed).strip()
+        answer["code"] = failed.code if isinstance(failed, PostboxError) else "invalid"
         return answer
     if stats is not None:
         stats["pushed"] = pushed
@@ -111,13 +136,15 @@ def run(principal: Principal, request: CycleRequest, stats: dict[str, int] | Non
 
 
 def _commit(conn: psycopg.Connection, tenant: str, partition: int, group: str, request: CycleRequest,
-            ops: list[tuple[str, str, Any]], items: list[sinks.Item]) -> tuple[dict[str, Any], int]:
+            ops: list[state.StateOp], items: list[sinks.Item]) -> tuple[dict[str, Any], int]:
     query = queries.find(conn, tenant, request.query_id)
     if query is None:
         raise NotFound("query not found")
     queue_name = sinks.source_queue_name(conn, partition)
     if queue_name is None:
         raise NotFound("partition not found")
+    if request.quiet:
+        sinks.lock_quiet(conn, partition, group)
     applied = state.apply(conn, query.id, partition, ops)
     pushed = sinks.push(conn, tenant, items)
     ack_result = None

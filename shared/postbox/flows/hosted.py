@@ -3,9 +3,10 @@ partitions flush even when no worker is up.
 
 A hosted query is a factory (`module:function` returning a `Query`) importable by the functions'
 code. Each sweep builds it, registers it (a changed chain is recorded as the row's error, never
-reset silently), folds what is waiting for a bounded time, then idle-flushes every partition that
-holds state. Two overlapping sweeps stay correct: leases guard the folds, and sink transaction ids
-are deterministic, so a window flushed twice is stored once.
+reset silently), folds what is waiting for a bounded time, then idle-flushes every quiet partition
+holding ripe windows. Sweeps, runners and other sweeps of the same query may overlap: leases guard
+the folds, and a flush commits only while its partition is quiet and its rows are as it read them
+(see `cycle`), so a window is emitted by exactly one of them.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from .. import db
 from ..errors import NotFound
 from ..tenancy import Principal
-from . import queries, state
+from . import queries
 from .sdk import LocalClient, Query, Runner
 
 
@@ -67,10 +68,7 @@ def run_one(query_id: str, tenant_id: str, factory: str, *, budget_s: float,
     deadline = time.monotonic() + budget_s
     while time.monotonic() < deadline and runner.run_once(wait_ms=0):
         pass
-    with db.transaction() as conn:
-        partitions = [str(p) for p in state.partitions_with_state(conn, query_id)]
-
-    runner.flush_idle(force=True, partitions=partitions)
+    runner.flush_idle(force=True)
     return {"messages": runner.stats["messages"], "emitted": runner.stats["emitted"]}
 
 

@@ -17,7 +17,7 @@ from .. import db, tenancy
 from ..errors import Conflict, Invalid
 from ..partitioned.produce import uuid7
 from ..tenancy import Principal
-from . import quotas
+from . import quotas, sinks
 
 MAX_NAME = 256
 
@@ -78,6 +78,7 @@ def register(principal: Principal, name: str, source_queue: str, sink_queue: str
                 (uuid7(), tenant, name, source_queue, sink, config_hash),
             ).fetchone()
             if inserted is not None:
+                sinks.source_defaults(conn, tenant, source_queue)
                 return _answer(inserted[0], name, config_hash, fresh=True, reset=False)
             found = by_name(conn, tenant, name, lock=True)  # registered concurrently: an existing name now
             assert found is not None
@@ -95,6 +96,7 @@ def register(principal: Principal, name: str, source_queue: str, sink_queue: str
             " updated_at = clock_timestamp() WHERE id = %s",
             (source_queue, sink, config_hash, found.id),
         )
+        sinks.source_defaults(conn, tenant, source_queue)
     return _answer(found.id, name, config_hash, fresh=fresh, reset=did_reset)
 
 

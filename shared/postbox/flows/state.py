@@ -1,25 +1,31 @@
 """State shards: one per (query, source partition), rows keyed by opaque strings, JSON values.
 
 Reads filter by exact keys, then a key prefix, then ripeness (`value.windowEnd` a JSON number at
-or before a time), ANDed; rows come back ordered by key (byte order). Writes are the cycle's
-ordered upserts and deletes. Keys are compared with COLLATE "C", so a prefix is an index range.
+or before a time), ANDed; rows come back ordered by key (byte order). `due` lists the partitions
+holding such rows (what an idle flush visits, whoever folded them). Writes are the cycle's ordered
+upserts and deletes; a delete carrying `expect` removes the row only if it still holds exactly that
+value, else the cycle fails (`state_changed`). Keys are compared with COLLATE "C", so a prefix is an
+index range.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 from psycopg.types.json import Jsonb
 
 from .. import db
-from ..errors import Invalid, NotFound
+from ..errors import Conflict, Invalid, NotFound
 from ..partitioned import consume
 from ..tenancy import Principal
-from . import queries
+from . import queries, sinks
 
 MAX_KEY_BYTES = 4096
+MAX_DUE = 1000
 OP_TYPES = ("upsert", "delete")
+_ANY = object()  # a delete without a precondition
 
 
 def partition_ref(conn: psycopg.Connection, tenant_id: str, partition_id: str) -> int:
@@ -38,10 +44,14 @@ def _upper_bound(prefix: str) -> str | None:
     return prefix[:-1] + chr(last + 1) if last < 0x10FFFF else None
 
 
-def read(conn: psycopg.Connection, query_id: str, partition: int, *, keys: list[str] | None = None,
-         key_prefix: str | None = None, ripe_at_or_before: float | None = None) -> list[dict[str, Any]]:
-    where = ["query_id = %(q)s", "partition_id = %(p)s"]
-    params: dict[str, Any] = {"q": query_id, "p": partition}
+def _where(query_id: str, partition: int | None, keys: list[str] | None, key_prefix: str | None,
+           ripe_at_or_before: float | None) -> tuple[str, dict[str, Any]]:
+    """The ANDed filters of a state read (one partition, or every partition when None)."""
+    where = ["query_id = %(q)s"]
+    params: dict[str, Any] = {"q": query_id}
+    if partition is not None:
+        where.append("partition_id = %(p)s")
+        params["p"] = partition
     if keys:
         where.append("key = ANY(%(keys)s::text[])")
         params["keys"] = list(keys)
@@ -56,9 +66,14 @@ def read(conn: psycopg.Connection, query_id: str, partition: int, *, keys: list[
         where.append("jsonb_typeof(value -> 'windowEnd') = 'number'"
                      " AND (value ->> 'windowEnd')::numeric <= %(ripe)s::numeric")
         params["ripe"] = ripe_at_or_before
-    rows = conn.execute(
-        "SELECT key, value, updated_at FROM flow_state WHERE " + " AND ".join(where) + " ORDER BY key", params
-    ).fetchall()
+    return " AND ".join(where), params
+
+
+def read(conn: psycopg.Connection, query_id: str, partition: int, *, keys: list[str] | None = None,
+         key_prefix: str | None = None, ripe_at_or_before: float | None = None) -> list[dict[str, Any]]:
+    where, params = _where(query_id, partition, keys, key_prefix, ripe_at_or_before)
+    rows = conn.execute("SELECT key, value, updated_at FROM flow_state WHERE " + where + " ORDER BY key",
+                        params).fetchall()
     return [{"key": k, "value": v, "updated_at": u.isoformat().replace("+00:00", "Z")} for k, v, u in rows]
 
 
@@ -78,8 +93,16 @@ def get(principal: Principal, query_id: str, partition_id: str, *, keys: list[st
     return {"success": True, "rows": rows}
 
 
-def check_ops(ops: list[Any]) -> list[tuple[str, str, Any]]:
-    """(type, key, value) per op, in order; any malformed op or other type fails the whole cycle."""
+@dataclass(frozen=True)
+class StateOp:
+    kind: str                      # upsert | delete
+    key: str
+    value: Any = None
+    expect: Any = _ANY             # a delete's precondition: the value the row must still hold
+
+
+def check_ops(ops: list[Any]) -> list[StateOp]:
+    """The ops, in order; any malformed op or other type fails the whole cycle."""
     out = []
     for i, op in enumerate(ops):
         if not isinstance(op, dict):
@@ -91,24 +114,35 @@ def check_ops(ops: list[Any]) -> list[tuple[str, str, Any]]:
             raise Invalid(f"state_ops[{i}].key: must be a non-empty string of at most {MAX_KEY_BYTES} bytes")
         if kind == "upsert" and "value" not in op:
             raise Invalid(f"state_ops[{i}].value: required for an upsert")
-        out.append((kind, key, op.get("value")))
+        if "expect" in op and (kind != "delete" or op["expect"] is None):
+            raise Invalid(f"state_ops[{i}].expect: a JSON value, on a delete only")
+        out.append(StateOp(kind, key, op.get("value"), op.get("expect", _ANY)))
     return out
 
 
-def apply(conn: psycopg.Connection, query_id: str, partition: int, ops: list[tuple[str, str, Any]]) -> int:
-    """Apply ops in order, one statement per run of the same type; returns how many were applied."""
+def _run_kind(op: StateOp) -> str:
+    if op.kind == "delete" and op.expect is not _ANY:
+        return "expect"
+    return op.kind
+
+
+def apply(conn: psycopg.Connection, query_id: str, partition: int, ops: list[StateOp]) -> int:
+    """Apply ops in order, one statement per run of the same kind; returns how many were applied.
+    Raises Conflict (`state_changed`) when a guarded delete finds its row changed or gone."""
     i = 0
     while i < len(ops):
-        kind = ops[i][0]
+        kind = _run_kind(ops[i])
         j = i
-        while j < len(ops) and ops[j][0] == kind:
+        while j < len(ops) and _run_kind(ops[j]) == kind:
             j += 1
         run = ops[i:j]
         if kind == "delete":
             conn.execute("DELETE FROM flow_state WHERE query_id = %s AND partition_id = %s AND key = ANY(%s::text[])",
-                         (query_id, partition, [k for _, k, _ in run]))
+                         (query_id, partition, [op.key for op in run]))
+        elif kind == "expect":
+            _delete_unchanged(conn, query_id, partition, run)
         else:
-            last = {k: v for _, k, v in run}  # a key upserted twice in a run keeps its last value
+            last = {op.key: op.value for op in run}  # a key upserted twice in a run keeps its last value
             conn.execute(
                 "INSERT INTO flow_state (query_id, partition_id, key, value)"
                 " SELECT %s, %s, k, v FROM unnest(%s::text[], %s::jsonb[]) AS u(k, v)"
@@ -120,7 +154,35 @@ def apply(conn: psycopg.Connection, query_id: str, partition: int, ops: list[tup
     return len(ops)
 
 
-def partitions_with_state(conn: psycopg.Connection, query_id: str) -> list[int]:
-    """Source partitions holding state for a query (what an idle-flush sweep visits)."""
-    return [r[0] for r in conn.execute(
-        "SELECT DISTINCT partition_id FROM flow_state WHERE query_id = %s ORDER BY 1", (query_id,))]
+def _delete_unchanged(conn: psycopg.Connection, query_id: str, partition: int, run: list[StateOp]) -> None:
+    want = {op.key: op.expect for op in run}
+    deleted = conn.execute(
+        "DELETE FROM flow_state s USING unnest(%s::text[], %s::jsonb[]) AS w(k, v)"
+        " WHERE s.query_id = %s AND s.partition_id = %s AND s.key = w.k AND s.value = w.v",
+        (list(want), [Jsonb(v) for v in want.values()], query_id, partition),
+    ).rowcount
+    if deleted != len(want):
+        raise Conflict("state changed since it was read: a fold or another flush got there first; read it again",
+                       code="state_changed")
+
+
+def due(principal: Principal, query_id: str, *, consumer_group: str | None = None, key_prefix: str | None = None,
+        ripe_at_or_before: float | None = None, limit: int = MAX_DUE) -> dict[str, Any]:
+    """The source partitions holding rows that match the filters (an idle flush asks for ripe
+    windows), in id order; with `consumer_group`, only those quiet for it (nothing left to consume,
+    no live lease). Whoever folded the rows: this is how a runner finds windows it never saw."""
+    tenant = queries.require(principal, "read")
+    if not query_id:
+        raise Invalid("query_id is required")
+    if not 1 <= limit <= MAX_DUE:
+        raise Invalid(f"limit: must be 1-{MAX_DUE}")
+    with db.transaction() as conn:
+        query = queries.find(conn, tenant, query_id)
+        if query is None:
+            return {"success": True, "partitions": []}
+        where, params = _where(query.id, None, None, key_prefix, ripe_at_or_before)
+        found = [r[0] for r in conn.execute(
+            "SELECT DISTINCT partition_id FROM flow_state WHERE " + where + " ORDER BY 1", params)]
+        if consumer_group:
+            found = sinks.quiet_among(conn, found, consumer_group)
+    return {"success": True, "partitions": [str(p) for p in found[:limit]]}

@@ -4,12 +4,24 @@ Each batch is claimed with the consumer's visibility timeout, handed to the func
 (archived or deleted) when the function succeeds. A failure leaves the batch to come back after
 the timeout and records `last_error`. At most `concurrency` batches of a queue are in the hands of
 its function at once, across every overlapping dispatcher run: each in-flight batch holds one of
-the queue's `concurrency` advisory-lock slots.
+the queue's `concurrency` slots, a lease row (`consumer_slots`) with an expiry that single
+autocommit statements take and give back. No advisory lock and no session state: RDS Proxy never
+pins a dispatcher's session, and the slot of a dispatcher that died frees itself.
+
+Prompt delivery: the send that finds its queue's consumer idle takes the queue's kick
+(`consumer_kicks`, in the same SQL call as the send) and starts a dispatch of that one queue
+(`start_dispatch`: an asynchronous invoke of the dispatcher on AWS). That dispatch drains the
+queue, gives the kick back, and looks once more, so a send that raced with the release is served
+too. The schedule's run of every queue only mops up (a failed start, a delayed message).
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import os
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -22,9 +34,23 @@ from ..messages import engine
 
 # A function gets {"queue": name, "messages": [...]} and raises (or returns an error) on failure.
 Invoker = Callable[[str, dict[str, Any]], None]
+logger = logging.getLogger(__name__)
 
-_LOCK_SPACE = 0x5042  # advisory-lock namespace for consumer slots ("PB")
 MAX_CONCURRENCY = 10
+SLOT_MARGIN_S = 5  # a slot is leased for the batch's visibility timeout plus this
+KICK_LEASE_S = 90.0  # a started dispatch that never ran lets the next send start another after this
+RELEASE_RECHECK_S = 0.05  # after giving the kick back, look again this much later
+
+_TAKE_SLOT = (
+    "INSERT INTO consumer_slots AS s (queue_id, slot, holder, until)"
+    " VALUES (%(q)s, %(slot)s, %(me)s, clock_timestamp() + %(lease)s * interval '1 second')"
+    " ON CONFLICT (queue_id, slot) DO UPDATE SET holder = excluded.holder, until = excluded.until"
+    " WHERE s.until <= clock_timestamp() OR s.holder = excluded.holder RETURNING true"
+)
+_GIVE_SLOT = "UPDATE consumer_slots SET until = '-infinity' WHERE queue_id = %s AND slot = %s AND holder = %s"
+_TAKE_KICK = "SELECT consumer_kick_take(%s, %s)"
+_GIVE_KICK = "UPDATE consumer_kicks SET until = '-infinity' WHERE queue_id = %s"
+_HAS_VISIBLE = "SELECT EXISTS (SELECT 1 FROM queue_messages WHERE queue_id = %s AND vt <= clock_timestamp())"
 
 
 @dataclass(frozen=True)
@@ -38,12 +64,15 @@ class ConsumerQueue:
     ack: str
 
 
-def consumer_queues() -> list[ConsumerQueue]:
+def consumer_queues(queue_id: int | None = None) -> list[ConsumerQueue]:
+    """Every queue with an enabled consumer (or just `queue_id`, if it has one)."""
     with db.transaction() as conn:
         rows = conn.execute(
             "SELECT id, visibility_timeout_sec, max_reads, dead_letter_queue_id, name, consumer FROM queues"
             " WHERE consumer IS NOT NULL AND (consumer->>'enabled')::boolean IS NOT FALSE"
-            " AND coalesce(consumer->>'function_name', '') <> '' ORDER BY id"
+            " AND coalesce(consumer->>'function_name', '') <> '' AND (%s::bigint IS NULL OR id = %s)"
+            " ORDER BY id",
+            (queue_id, queue_id),
         ).fetchall()
     out = []
     for qid, vt, max_reads, dlq, name, c in rows:
@@ -90,22 +119,39 @@ def deliver_one_batch(conn: psycopg.Connection, queue: ConsumerQueue, invoke: In
     return len(batch)
 
 
+def _lease_s(queue: ConsumerQueue) -> float:
+    return float(queue.visibility_timeout_sec or queue.ref.visibility_timeout_sec or 30) + SLOT_MARGIN_S
+
+
 def _serve_slot(queue: ConsumerQueue, slot: int, invoke: Invoker, deadline: float) -> int:
-    """Hold one of the queue's slots (if free) and deliver batches until empty, failing or out of time."""
-    key = queue.ref.id * 16 + slot
+    """Hold one of the queue's slots (if free) and deliver batches until empty, failing or out of time.
+
+    The slot's lease is renewed before each batch; a batch whose function outlives it may overlap
+    with another slot's, as its messages would come back after their visibility timeout anyway."""
+    me = uuid.uuid4()
+    args = {"q": queue.ref.id, "slot": slot, "me": me, "lease": _lease_s(queue)}
     delivered = 0
     with db.connection() as conn:
-        if not conn.execute("SELECT pg_try_advisory_lock(%s, %s)", (_LOCK_SPACE, key)).fetchone()[0]:
-            return 0
         try:
             while time.monotonic() < deadline:
+                if not conn.execute(_TAKE_SLOT, args).fetchone():
+                    break  # another dispatcher holds it
                 n = deliver_one_batch(conn, queue, invoke)
                 if n == 0:
                     break
                 delivered += n
         finally:
-            conn.execute("SELECT pg_advisory_unlock(%s, %s)", (_LOCK_SPACE, key))
+            conn.execute(_GIVE_SLOT, (queue.ref.id, slot, me))
     return delivered
+
+
+def _serve(queues: list[ConsumerQueue], invoke: Invoker, deadline: float, workers: int | None) -> int:
+    tasks = [(q, slot) for q in queues for slot in range(min(q.concurrency, MAX_CONCURRENCY))]
+    if not tasks:
+        return 0
+    workers = workers or max(1, config.settings().pool_max)
+    with ThreadPoolExecutor(max_workers=min(workers, len(tasks)), thread_name_prefix="consumer") as pool:
+        return sum(pool.map(lambda t: _serve_slot(t[0], t[1], invoke, deadline), tasks))
 
 
 def dispatch(invoke: Invoker, budget_s: float = 40.0, workers: int | None = None) -> int:
@@ -114,10 +160,81 @@ def dispatch(invoke: Invoker, budget_s: float = 40.0, workers: int | None = None
     Slots are served by at most `workers` threads (the pool's size by default), each holding one
     connection, so the run never waits on its own pool.
     """
+    return _serve(consumer_queues(), invoke, time.monotonic() + budget_s, workers)
+
+
+def dispatch_queue(queue_id: int, invoke: Invoker, budget_s: float = 40.0, workers: int | None = None) -> int:
+    """The dispatch a send started: drain one queue, give its kick back, and look once more.
+
+    Messages still waiting after the release (the budget ran out, or a send committed while the
+    kick was being given back) start the next dispatch at once, unless someone else took the kick."""
     deadline = time.monotonic() + budget_s
-    tasks = [(q, slot) for q in consumer_queues() for slot in range(min(q.concurrency, MAX_CONCURRENCY))]
-    if not tasks:
-        return 0
-    workers = workers or max(1, config.settings().pool_max)
-    with ThreadPoolExecutor(max_workers=min(workers, len(tasks)), thread_name_prefix="consumer") as pool:
-        return sum(pool.map(lambda t: _serve_slot(t[0], t[1], invoke, deadline), tasks))
+    queues = consumer_queues(queue_id)
+    delivered = _serve(queues, invoke, deadline, workers)
+    with db.connection() as conn:
+        conn.execute(_GIVE_KICK, (queue_id,))
+        if not queues:
+            return delivered
+        time.sleep(RELEASE_RECHECK_S)
+        if conn.execute(_HAS_VISIBLE, (queue_id,)).fetchone()[0] and conn.execute(
+            _TAKE_KICK, (queue_id, KICK_LEASE_S)
+        ).fetchone()[0]:
+            start_dispatch(queue_id)
+    return delivered
+
+
+# ---- starting a dispatch --------------------------------------------------------------------------
+
+Starter = Callable[[int], None]
+_starter: Starter | None = None
+
+
+def set_starter(starter: Starter | None) -> None:
+    """How `start_dispatch` starts one: the local runtime and tests set their own."""
+    global _starter
+    _starter = starter
+
+
+def lambda_starter(function_name: str, client: Any = None) -> Starter:
+    """An asynchronous invoke of the consumer-dispatch function for one queue (answers at once)."""
+
+    def start(queue_id: int) -> None:
+        nonlocal client
+        if client is None:
+            import boto3  # only a send that starts a dispatch pays for it
+
+            client = boto3.client("lambda", region_name=config.settings().region)
+        client.invoke(
+            FunctionName=function_name,
+            InvocationType="Event",
+            Payload=json.dumps({"queue_id": queue_id}).encode(),
+        )
+
+    return start
+
+
+def start_dispatch(queue_id: int) -> None:
+    """Start a dispatch of `queue_id` (its kick is taken). Never fails the caller: a dispatch that
+    does not start is the schedule's to mop up, and the kick frees itself after KICK_LEASE_S."""
+    global _starter
+    if _starter is None:
+        function_name = os.environ.get("POSTBOX_CONSUMER_DISPATCH_FUNCTION")
+        if not function_name:
+            return
+        _starter = lambda_starter(function_name)
+    try:
+        _starter(queue_id)
+    except Exception as error:  # noqa: BLE001 - the send succeeded; delivery falls back to the schedule
+        logger.warning("consumer dispatch did not start", extra={"queue_id": queue_id, "error": repr(error)})
+
+
+def oldest_waiting_age_s() -> float:
+    """Seconds the oldest visible message of any queue with an enabled consumer has waited (0 if
+    none): the back-pressure the dispatcher reports and the stack alarms on."""
+    with db.connection() as conn:
+        return float(conn.execute(
+            "SELECT coalesce(max(extract(epoch FROM clock_timestamp() - m.oldest)), 0) FROM queues q"
+            " CROSS JOIN LATERAL (SELECT enqueued_at AS oldest FROM queue_messages"
+            " WHERE queue_id = q.id AND vt <= clock_timestamp() ORDER BY msg_id LIMIT 1) m"
+            " WHERE q.consumer IS NOT NULL AND (q.consumer->>'enabled')::boolean IS NOT FALSE"
+        ).fetchone()[0])

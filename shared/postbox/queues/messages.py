@@ -11,6 +11,7 @@ from .. import db, jsoncodec, tenancy, wakeup
 from ..errors import Invalid, NotFound, TooLarge
 from ..messages import engine
 from ..tenancy import Principal
+from . import consumers
 from .catalog import find, require
 
 MAX_HEADERS_BYTES = 4096
@@ -27,7 +28,8 @@ def send_messages(
     principal: Principal, name: str, messages: list[Any], *, delay: float = 0, headers: Any = None
 ) -> list[int]:
     """Send messages in order, within the plan's size, monthly and storage limits (SQL: queue_send,
-    one round trip: lookup, limits, insert, monthly count and the long-poll wake-up together)."""
+    one round trip: lookup, limits, insert, monthly count and the long-poll wake-up together; it also
+    says when the queue's consumer was idle, and this send then starts its dispatch)."""
     if not principal.is_anonymous:
         require(principal, "write")
     try:
@@ -40,11 +42,13 @@ def send_messages(
     sizes = [len(m) + len(header_raw) for m in encoded]
     with db.connection() as conn, db.domain_errors():
         rows = conn.execute(
-            "SELECT queue_send(%s, %s, %s, %s, %b::text[], %s::int[], %s, %s, %s::jsonb)",
+            "SELECT * FROM queue_send(%s, %s, %s, %s, %b::text[], %s::int[], %s, %s, %s::jsonb)",
             (*_principal_args(principal), name, principal.is_anonymous, [m.decode() for m in encoded],
              engine.int_array(sizes), max(sizes) - len(header_raw), delay,
              header_raw.decode() if headers is not None else None),
         ).fetchall()
+    if rows and rows[0][1] is not None:  # this send found the queue's consumer idle: start it
+        consumers.start_dispatch(rows[0][1])
     return [r[0] for r in rows]
 
 

@@ -1,6 +1,7 @@
 """How a runner talks to Postbox: over HTTP (what users run) or in process through the domain.
 
-Both expose the same five calls: register, get_state, cycle, pop, and `close`.
+Both expose the same calls: register, get_state, due (the partitions holding ripe windows), cycle,
+pop, and `close`. The cycle body is the wire body either way; the domain reads it (`cycle.parse`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,12 @@ from urllib.parse import quote
 
 
 class CycleFailed(RuntimeError):
-    """A cycle answered `success: false`: nothing was committed, the batch will redeliver."""
+    """A cycle answered `success: false`: nothing was committed, the batch will redeliver. `code`
+    says why (`not_quiet` and `state_changed` refuse an idle flush that lost a race)."""
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class HttpClient:
@@ -41,6 +47,10 @@ class HttpClient:
         body = {"query_id": query_id, "partition_id": partition_id,
                 **{k: v for k, v in filters.items() if v is not None}}
         return self._post("/streams/v1/state/get", body)["rows"]
+
+    def due(self, query_id: str, **filters: Any) -> list[str]:
+        body = {"query_id": query_id, **{k: v for k, v in filters.items() if v is not None}}
+        return self._post("/streams/v1/state/due", body)["partitions"]
 
     def cycle(self, body: dict[str, Any]) -> dict[str, Any]:
         return self._post("/streams/v1/cycle", body)
@@ -80,19 +90,15 @@ class LocalClient:
 
         return state.get(self.principal, query_id, partition_id, **filters)["rows"]
 
+    def due(self, query_id: str, **filters: Any) -> list[str]:
+        from .. import state
+
+        return state.due(self.principal, query_id, **filters)["partitions"]
+
     def cycle(self, body: dict[str, Any]) -> dict[str, Any]:
         from .. import cycle
 
-        ack = body.get("ack")
-        request = cycle.CycleRequest(
-            query_id=body["query_id"], partition_id=str(body["partition_id"]),
-            consumer_group=body.get("consumer_group"), state_ops=body.get("state_ops"),
-            push_items=body.get("push_items"), release_lease=body.get("release_lease", True),
-            ack=None if ack is None else cycle.AckRequest(lease_id=ack.get("leaseId") or "",
-                                                          status=ack.get("status"), count=ack.get("count"),
-                                                          transaction_id=ack.get("transactionId")),
-        )
-        return cycle.run(self.principal, request)
+        return cycle.run(self.principal, cycle.parse(body))
 
     def pop(self, queue: str, *, batch: int, wait_ms: int, consumer_group: str) -> list[dict[str, Any]]:
         from ...errors import NotFound

@@ -3,7 +3,13 @@
 The runner calls, in order: `prepare` (stateless operators over the popped messages), `needed_keys`
 (the state rows the batch touches), `stream_time` (how far time advances, given the watermark),
 then `fold` with the rows read, which returns the state ops, the records to emit and the ack.
-`flush` is the idle-flush variant: it closes windows that are ripe by the wall clock.
+`flush` is the idle-flush variant: it closes windows that are ripe by the wall clock, deleting each
+row only if it still holds what was read.
+
+A window row records its `pane`: the transactionId of the first message folded into it. A window
+closed by an idle flush and then reached again by later messages starts a new row, a new pane, so
+its second emission carries another sink id instead of repeating (and being deduplicated into)
+the first one's.
 """
 
 from __future__ import annotations
@@ -140,6 +146,8 @@ def _window_emits(query: Query, key: str, row: dict[str, Any], origin: str | Non
     out = {"key": user_key, "windowStart": start, "windowEnd": row["windowEnd"],
            "value": query.fold.result(row["acc"])}  # type: ignore[union-attr]
     base = origin or key
+    if row.get("pane") is not None:
+        base = f"{base}{SEP}{row['pane']}"
     return [Emit(v, f"{base}{SEP}{i}") for i, v in enumerate(_apply(query.post_ops, out))]
 
 
@@ -175,7 +183,8 @@ def fold(query: Query, messages: list[Message], records: list[Record], state: di
                 result.emits += _window_emits(query, closed, row)
                 row = None
             if row is None:
-                row = {"acc": fold_.initial(), "sessionStart": r.ts_ms, "lastEventTime": r.ts_ms}
+                row = {"acc": fold_.initial(), "sessionStart": r.ts_ms, "lastEventTime": r.ts_ms,
+                       "pane": messages[r.source].id}
             row["acc"] = fold_.add(row["acc"], r.value)
             row["sessionStart"] = min(row["sessionStart"], r.ts_ms)
             row["lastEventTime"] = max(row["lastEventTime"], r.ts_ms)
@@ -190,7 +199,8 @@ def fold(query: Query, messages: list[Message], records: list[Record], state: di
                     result.dropped_late += 1
                     continue
                 late_origin.setdefault(key, f"{key}{SEP}late{SEP}{messages[r.source].id}")
-            row = rows.get(key) or {"acc": fold_.initial(), "windowStart": start, "windowEnd": end}
+            row = rows.get(key) or {"acc": fold_.initial(), "windowStart": start, "windowEnd": end,
+                                    "pane": messages[r.source].id}
             row["acc"] = fold_.add(row["acc"], r.value)
             rows[key] = row
             dirty.add(key)
@@ -214,18 +224,20 @@ def fold(query: Query, messages: list[Message], records: list[Record], state: di
 
 
 def flush(query: Query, ripe_rows: dict[str, Any]) -> FoldResult:
-    """Idle flush: emit the ripe windows read from state and delete their rows (no ack)."""
+    """Idle flush: emit the ripe windows read from state and delete their rows (no ack), each delete
+    guarded by the value read (`expect`), so a row a fold changed meanwhile fails the flush."""
     result = FoldResult(ack_count=0)
     for key in sorted(ripe_rows):
         row = ripe_rows[key]
         parts = split_key(key)
         if parts is None or not isinstance(row, dict) or "acc" not in row:
             continue
+        expect = copy.deepcopy(row)
         origin = key
         if parts[1] == OPEN:
             origin = _session_key(query, row["sessionStart"], parts[2])
         result.emits += _window_emits(query, key, row, origin)
-        result.state_ops.append({"type": "delete", "key": key})
+        result.state_ops.append({"type": "delete", "key": key, "expect": expect})
     return result
 
 

@@ -3,12 +3,18 @@
 The cycle is the only commit point: state, sink pushes and the source ack land together or not at
 all, guarded by the lease. A runner killed anywhere before the cycle commits leaves nothing behind;
 the lease expires, the batch redelivers, and the fold (pure, over the same committed state) makes
-the same output. Sink messages carry transaction ids derived from the query, the partition and the
-window, so a cycle retried after a lost response cannot duplicate them either.
+the same output. The idle flush asks Postbox which partitions hold ripe windows and are quiet
+(nothing left to consume, no lease held), whoever folded them, and commits each flush only if the
+partition is still quiet and its rows unchanged: any number of runners and hosted sweeps may run
+one query. Sink messages carry transaction ids derived from the query, the partition, the window's
+pane and the payload, so a cycle retried after a lost response cannot duplicate them, and a
+different emission of a window is never taken for a duplicate.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import threading
 import time
@@ -39,11 +45,11 @@ class Runner:
         self.clock = clock
         self.query_id: str | None = None
         self.group = ""
-        self._seen: dict[str, float] = {}      # partition id -> when it last had messages (monotonic)
-        self._flushed: dict[str, float] = {}   # partition id -> last idle flush (monotonic)
+        self._flushed_at = float("-inf")       # last idle flush (monotonic)
         self._held: dict[str, tuple[float, list[dict[str, Any]]]] = {}  # gate: (retry at, the leased tail)
         self.gate_retry_ms = 1000
-        self.stats = {"messages": 0, "cycles": 0, "emitted": 0, "failed_cycles": 0, "dropped_late": 0}
+        self.stats = {"messages": 0, "cycles": 0, "emitted": 0, "failed_cycles": 0, "failed_folds": 0,
+                      "dropped_late": 0, "flushes_skipped": 0}
 
     # ---- lifecycle --------------------------------------------------------------------------
     def start(self) -> str:
@@ -97,7 +103,24 @@ class Runner:
                 self._held.pop(partition_id, None)  # the lease is gone: the batch redelivers
                 self.stats["failed_cycles"] += 1
                 log.warning("flows runner %s: cycle on partition %s failed: %s", self.query.name, partition_id, failed)
+            except Exception:
+                self._held.pop(partition_id, None)
+                self.stats["failed_folds"] += 1
+                log.exception("flows runner %s: folding partition %s failed; the batch is nacked",
+                              self.query.name, partition_id)
+                self._nack(partition_id, popped)
         return done
+
+    def _nack(self, partition_id: str, popped: list[dict[str, Any]]) -> None:
+        """Give a batch that could not be folded back now (a failed delivery, counted against the
+        queue's retryLimit) rather than holding its partition until the lease expires."""
+        last = popped[-1]
+        ack = {"transactionId": str(last["transactionId"]), "leaseId": last.get("leaseId"), "status": "failed"}
+        try:
+            self._send(partition_id, FoldResult(), ack)
+        except Exception:
+            log.exception("flows runner %s: nack on partition %s failed; the lease will expire",
+                          self.query.name, partition_id)
 
     def _due_tails(self) -> dict[str, list[dict[str, Any]]]:
         """Gate tails whose retry is due: refused messages still under this runner's lease."""
@@ -130,30 +153,37 @@ class Runner:
                     {msg.id for msg in messages[:result.ack_count]}]
             if tail:
                 self._held[partition_id] = (time.monotonic() + self.gate_retry_ms / 1000, tail)
-        self._seen[partition_id] = time.monotonic()
         self.stats["messages"] += len(popped)
         self.stats["dropped_late"] += result.dropped_late
         return answer
 
-    def flush_idle(self, *, force: bool = False, partitions: list[str] | None = None) -> int:
-        """Emit ripe windows (by the wall clock) of partitions quiet for `idle_flush_ms`; one
-        `ack: null` cycle per partition with something ripe. Returns the records emitted."""
+    def flush_idle(self, *, force: bool = False) -> int:
+        """Every `idle_flush_ms` (at once with `force`): emit the windows ripe by this runner's clock
+        of every quiet partition holding some, whoever folded them; one guarded `ack: null` cycle per
+        partition. A partition that got busy or a row that changed meanwhile is skipped (the fold,
+        or the next flush, emits it). Returns the records emitted."""
         q = self.query
         if q.window is None or self.query_id is None:
             return 0
-        quiet_s = q.idle_flush_ms / 1000
         now = time.monotonic()
+        if not force and now - self._flushed_at < q.idle_flush_ms / 1000:
+            return 0
+        self._flushed_at = now
+        prefix = operator_prefix(q.tag)
+        ripe_at = int(self.clock() * 1000) - q.timing.grace_ms
         emitted = 0
-        for pid in partitions if partitions is not None else list(self._seen):
-            if not force and (now - self._seen.get(pid, 0) < quiet_s or now - self._flushed.get(pid, 0) < quiet_s):
+        for pid in self.client.due(self.query_id, consumer_group=self.group, key_prefix=prefix,
+                                   ripe_at_or_before=ripe_at):
+            result = flush(q, self._read(pid, key_prefix=prefix, ripe_at_or_before=ripe_at))
+            if not result.state_ops:
                 continue
-            self._flushed[pid] = now
-            ripe = self._read(pid, key_prefix=operator_prefix(q.tag),
-                              ripe_at_or_before=int(self.clock() * 1000) - q.timing.grace_ms)
-            result = flush(q, ripe)
-            if result.state_ops:
+            try:
                 self._commit(pid, result, None)
                 emitted += len(result.emits)
+            except CycleFailed as skipped:
+                if skipped.code not in ("not_quiet", "state_changed"):
+                    raise
+                self.stats["flushes_skipped"] += 1
         return emitted
 
     # ---- plumbing ---------------------------------------------------------------------------
@@ -170,17 +200,30 @@ class Runner:
         items = []
         for e in emits:
             part = q.sink_partition(e.value) if callable(q.sink_partition) else q.sink_partition
-            tid = str(uuid.uuid5(_IDS, f"{self.query_id}{SEP}{partition_id}{SEP}{e.origin}"))
+            tid = str(uuid.uuid5(_IDS, f"{self.query_id}{SEP}{partition_id}{SEP}{e.origin}{SEP}{_digest(e.value)}"))
             items.append({"queue": q.sink_queue, "partition": part, "payload": e.value, "transactionId": tid})
         return items
 
-    def _commit(self, partition_id: str, result: FoldResult, ack: dict[str, Any] | None) -> dict[str, Any]:
+    def _send(self, partition_id: str, result: FoldResult, ack: dict[str, Any] | None) -> dict[str, Any]:
+        """The one place a cycle body is built: a fold's (with its ack), a nack, or an idle flush
+        (`ack: None`, sent with `quiet`: it commits only while the partition is quiet)."""
         body = {"query_id": self.query_id, "partition_id": partition_id, "consumer_group": self.group,
                 "state_ops": result.state_ops, "push_items": self._items(partition_id, result.emits),
                 "ack": ack, "release_lease": result.release_lease}
-        answer = self.client.cycle(body)
+        if ack is None:
+            body["quiet"] = True
+        return self.client.cycle(body)
+
+    def _commit(self, partition_id: str, result: FoldResult, ack: dict[str, Any] | None) -> dict[str, Any]:
+        answer = self._send(partition_id, result, ack)
         if not answer.get("success"):
-            raise CycleFailed(answer.get("error") or "cycle failed")
+            raise CycleFailed(answer.get("error") or "cycle failed", answer.get("code"))
         self.stats["cycles"] += 1
         self.stats["emitted"] += len(result.emits)
         return answer
+
+
+def _digest(value: Any) -> str:
+    """A short digest of a sink payload: two different emissions never share a transaction id."""
+    raw = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return hashlib.blake2b(raw.encode(), digest_size=8).hexdigest()

@@ -1,0 +1,285 @@
+"""Cost model: what a million messages costs on each surface at batch sizes 1, 10 and 100, the idle
+floor of a stack, and the comparison with SQS and a self-hosted pgmq. docs/cost.md shows a run.
+
+Durations are measured, not guessed: each request type of a produce-consume cycle is sent through
+its surface's real handler (the event API Gateway would build, with the authorizer's answer) on an
+embedded PostgreSQL, and timed by wall clock and by this thread's CPU time. A Lambda duration is
+estimated from them: the CPU part scaled to the function's CPU share (Lambda gives 1 vCPU per
+1,769 MB), the waiting part (the database) as measured, plus the RDS Proxy hop; then rounded up to
+the billed millisecond. The database's work is the measured waiting time, in ACU-seconds (1 ACU
+taken as 0.25 vCPU), and its writes are the WAL bytes the cycle produced (Aurora Standard bills
+write I/Os of up to 4 KB). Prices are us-east-1 list prices (PRICES in bench/cost_model.py).
+
+    .venv/bin/python bench/cost.py            # ~2 minutes
+    .venv/bin/python bench/cost.py --quick    # fewer repetitions
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+import uuid
+from collections import defaultdict
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.common import bench_tenant, configure, start_server  # noqa: E402
+from bench.cost_model import (  # noqa: E402
+    API_MEMORY_MB,
+    AUTHORIZER_MEMORY_MB,
+    BATCHES,
+    HOURS_PER_MONTH,
+    MILLION,
+    PRICES,
+    idle_floor,
+    lambda_ms,
+    per_million,
+    sqs_per_million,
+)
+
+
+class Timer:
+    """Calls handlers as API Gateway would and records (wall, cpu) per request label."""
+
+    def __init__(self, key: str) -> None:
+        from functions import routes
+        from functions.local.invoke import entry_point
+
+        self.key = key
+        self.handlers = {name: entry_point(dotted) for name, dotted in routes.FUNCTIONS.items()}
+        self.samples: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+
+    def call(self, surface: str, label: str, method: str, path: str, body=None, query: str = "",
+             raw_body: str | None = None, headers: dict | None = None):
+        from functions.local.lambda_context import LocalContext
+        from support.events import api_event
+
+        event = api_event(method, path, key=self.key, body=body, query=query, raw_body=raw_body, headers=headers)
+        wall, cpu = time.perf_counter(), time.thread_time()
+        result = self.handlers[surface](event, LocalContext(surface))
+        cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
+        if result["statusCode"] >= 400:
+            raise RuntimeError(f"{method} {path}: {result['statusCode']} {result.get('body', '')[:300]}")
+        self.samples[(surface, label)].append((wall, cpu))
+        return result
+
+    def authorizer(self, n: int) -> tuple[float, float]:
+        """The authorizer, warm (its per-container cache holds the key, as it does on AWS)."""
+        from functions.authorizer import handler
+        from functions.local.events import authorizer_event
+        from functions.local.lambda_context import LocalContext
+        from support.events import api_event
+
+        event = authorizer_event(api_event("GET", "/api/v1/queues", key=self.key))
+        handler(event, LocalContext("authorizer"))
+        runs = []
+        for _ in range(n):
+            wall, cpu = time.perf_counter(), time.thread_time()
+            handler(event, LocalContext("authorizer"))
+            runs.append((time.perf_counter() - wall, time.thread_time() - cpu))
+        return _median(runs)
+
+
+def _median(samples: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(s[0] for s in samples), statistics.median(s[1] for s in samples)
+
+
+def _json(r) -> dict:
+    import json
+
+    return json.loads(r["body"])
+
+
+# ---- one produce-consume cycle of n messages per surface --------------------------------------------
+
+
+def cycle_queues(t: Timer, n: int, q: str) -> None:
+    if n == 1:
+        ids = [_json(t.call("queues", "send", "POST", f"/api/v1/queues/{q}/send", {"message": {"n": 1}}))["msg_id"]]
+    else:
+        ids = _json(t.call("queues", "send_batch", "POST", f"/api/v1/queues/{q}/send_batch",
+                           {"messages": [{"n": i} for i in range(n)]}))["msg_ids"]
+    read = _json(t.call("queues", "read", "POST", f"/api/v1/queues/{q}/read", {"qty": n, "vt": 30}))["messages"]
+    t.call("queues", "archive", "POST", f"/api/v1/queues/{q}/archive", {"msg_ids": [m["msg_id"] for m in read]})
+    assert len(read) == len(ids) == n
+
+
+def cycle_partitioned(t: Timer, n: int, q: str) -> None:
+    t.call("partitioned", "push", "POST", "/api/v1/push", {"items": [{"queue": q, "payload": {"n": i}}
+                                                                     for i in range(n)]})
+    got = _json(t.call("partitioned", "pop", "GET", f"/api/v1/pop/queue/{q}", query=f"batch={n}"))["messages"]
+    t.call("partitioned", "ack", "POST", "/api/v1/ack", {"transactionId": got[-1]["transactionId"],
+                                                         "leaseId": got[0]["leaseId"],
+                                                         "partitionId": got[0]["partitionId"], "status": "completed"})
+    assert len(got) == n
+
+
+def cycle_streams(t: Timer, n: int, s: str) -> None:
+    for i in range(n):  # publish takes one message per request
+        t.call("streams", "publish", "POST", f"/v1/streams/{s}/messages", {"key": f"k{i}", "payload": {"n": i}})
+    got = _json(t.call("streams", "consume", "POST", f"/v1/streams/{s}/subscriptions/w/consume",
+                       {"max_messages": n}))["messages"]
+    t.call("streams", "ack", "POST", f"/v1/streams/{s}/subscriptions/w/ack", {"receipts": [m["receipt"] for m in got]})
+    assert len(got) == n
+
+
+def cycle_durable(t: Timer, n: int, s: str, state: dict) -> None:
+    import json
+
+    t.call("durable", "append", "POST", f"/v1/stream/{s}", raw_body=json.dumps([{"n": i} for i in range(n)]),
+           headers={"content-type": "application/json"})
+    r = t.call("durable", "read", "GET", f"/v1/stream/{s}", query=f"offset={state.get(s, '-1')}")
+    headers = {k.lower(): v for k, v in (r.get("headers") or {}).items()}
+    state[s] = headers.get("stream-next-offset", state.get(s, "-1"))
+
+
+def setup(t: Timer, run: str) -> dict:
+    """One resource per surface and batch size."""
+    names = {}
+    for n in BATCHES:
+        names[("queues", n)] = q = f"cq{n}{run}"
+        t.call("queues", "setup", "POST", "/api/v1/queues", {"name": q})
+        names[("partitioned", n)] = f"cp{n}{run}"
+        names[("streams", n)] = s = f"cs{n}{run}"
+        t.call("streams", "setup", "POST", "/v1/streams", {"name": s})
+        t.call("streams", "setup", "POST", f"/v1/streams/{s}/subscriptions", {"name": "w"})
+        names[("durable", n)] = d = f"cd{n}{run}"
+        t.call("durable", "setup", "PUT", f"/v1/stream/{d}", raw_body="[]",
+               headers={"content-type": "application/json"})
+    return names
+
+
+CYCLES = {"queues": cycle_queues, "partitioned": cycle_partitioned, "streams": cycle_streams, "durable": cycle_durable}
+
+
+def wal_lsn(url: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return int(conn.execute("SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint").fetchone()[0])
+
+
+def server_cpu_s(url: str) -> float:
+    """CPU seconds every process of the server has used so far (backends, WAL writer, checkpointer)."""
+    import psutil
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        data_dir = conn.execute("SHOW data_directory").fetchone()[0]
+    postmaster = psutil.Process(int((Path(data_dir) / "postmaster.pid").read_text().splitlines()[0]))
+    total = 0.0
+    for proc in [postmaster, *postmaster.children(recursive=True)]:
+        try:
+            times = proc.cpu_times()
+            total += times.user + times.system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+def measure(url: str, key: str, reps: int) -> tuple[dict, dict, tuple[float, float]]:
+    """{(surface, n): {label: (wall, cpu, calls per cycle)}}, {(surface, n): (WAL bytes, server CPU s)
+    per message}, the authorizer's (wall, cpu)."""
+    t = Timer(key)
+    names = setup(t, uuid.uuid4().hex[:6])
+    state: dict = {}
+    per_request: dict = {}
+    wal: dict = {}
+    for (surface, n), name in names.items():
+        cycle = CYCLES[surface]
+        args = (state,) if surface == "durable" else ()
+        for _ in range(3):  # warm the path
+            cycle(t, n, name, *args)
+        t.samples.clear()
+        count = max(10, reps // n)
+        before, cpu_before = wal_lsn(url), server_cpu_s(url)
+        for _ in range(count):
+            cycle(t, n, name, *args)
+        wal[(surface, n)] = ((wal_lsn(url) - before) / (count * n), (server_cpu_s(url) - cpu_before) / (count * n))
+        per_request[(surface, n)] = {label: (*_median(s), len(s) / count)
+                                     for (sf, label), s in t.samples.items() if sf == surface}
+        t.samples.clear()
+    return per_request, wal, t.authorizer(reps)
+
+
+def report(per_request: dict, wal: dict, authorizer: tuple[float, float]) -> None:
+    print("\n### Measured request durations (median) and the Lambda estimate (512 MB arm64)\n")
+    print("| surface | batch | request | wall ms | CPU ms | billed ms |")
+    print("| --- | ---: | --- | ---: | ---: | ---: |")
+    for (surface, n), requests in per_request.items():
+        for label, (wall, cpu, calls) in requests.items():
+            times = f" (x{calls:g})" if calls != 1 else ""
+            print(f"| {surface} | {n} | {label}{times} | {wall * 1000:.2f} | {cpu * 1000:.2f} | "
+                  f"{lambda_ms(wall, cpu, API_MEMORY_MB)} |")
+    print(f"| authorizer (every request, 256 MB) | | warm key cache | {authorizer[0] * 1000:.2f} | "
+          f"{authorizer[1] * 1000:.2f} | {lambda_ms(*authorizer, AUTHORIZER_MEMORY_MB, hop_ms=0)} |")
+    print("\n### What the database did per message (measured on the embedded server)\n")
+    print("| surface | batch | WAL bytes | server CPU µs |")
+    print("| --- | ---: | ---: | ---: |")
+    for (surface, n), (wal_bytes, cpu_s) in wal.items():
+        print(f"| {surface} | {n} | {wal_bytes:,.0f} | {cpu_s * 1e6:,.0f} |")
+
+    print("\n### One million messages (produced and consumed), USD\n")
+    print("| surface | batch | requests | API Gateway | Lambda requests | Lambda GB-s | Aurora ACU | RDS Proxy"
+          " | Aurora I/O | CloudWatch Logs | **total** | SQS |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for (surface, n), requests in per_request.items():
+        c = per_million(requests, n, wal[(surface, n)], authorizer)
+        print(f"| {surface} | {n} | {c['requests']:,.0f} | {c['api']:.2f} | {c['lambda_req']:.2f} | "
+              f"{c['lambda_gb_s']:.2f} | {c['aurora_acu']:.2f} | {c['proxy']:.3f} | {c['aurora_io']:.3f} | "
+              f"{c['logs']:.2f} | "
+              f"**{c['total']:.2f}** | {sqs_per_million(n):.2f} |")
+
+    print("\n### Database load: ACU above the floor for a steady 1,000 messages per second\n")
+    print("| surface | batch 1 | batch 10 | batch 100 |")
+    print("| --- | ---: | ---: | ---: |")
+    for surface in CYCLES:
+        cells = []
+        for n in BATCHES:
+            c = per_million(per_request[(surface, n)], n, wal[(surface, n)], authorizer)
+            cells.append(f"{c['acu_hours'] * 3600 / MILLION * 1000:.2f}")  # ACU-seconds per second at 1,000 msg/s
+        print(f"| {surface} | {' | '.join(cells)} |")
+
+    floor = idle_floor()
+    print("\n### The idle floor of a stack (per month, defaults: 2 AZs, 0.5 ACU minimum, one instance)\n")
+    print("| item | USD |")
+    print("| --- | ---: |")
+    for item, usd in floor.items():
+        print(f"| {item} | {usd:.2f} |")
+    total_floor = sum(floor.values())
+    print(f"| **total** | **{total_floor:.2f}** |")
+    pgmq = PRICES["ec2_m7g_large_hour"] * HOURS_PER_MONTH + 100 * PRICES["ebs_gp3_gb_month"]
+    print(f"\nself-hosted pgmq (one m7g.large, 100 GB gp3, no proxy, no HA): {pgmq:.2f} USD/month, about nothing"
+          " per message until the instance is full")
+    for n in (1, 10):
+        c = per_million(per_request[("queues", n)], n, wal[("queues", n)], authorizer)
+        extra = c["total"] - sqs_per_million(n)
+        print(f"queues at batch {n}: {c['total']:.2f} USD per million messages vs SQS {sqs_per_million(n):.2f}"
+              f" ({'+' if extra >= 0 else ''}{extra:.2f})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    args = parser.parse_args()
+    reps = 30 if args.quick else 400
+    configure(1)
+    server, url = start_server(fast=False)
+    try:
+        _, key, _ = bench_tenant(url)
+
+        per_request, wal, authorizer = measure(url, key, reps)
+        report(per_request, wal, authorizer)
+    finally:
+        from postbox import db
+
+        db.close_pool()
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

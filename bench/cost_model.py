@@ -1,0 +1,91 @@
+"""The cost model bench/cost.py applies to its measurements: list prices, how a local duration
+becomes a Lambda bill, what a million messages costs, the idle floor of a stack, and SQS."""
+
+from __future__ import annotations
+
+import math
+
+PRICES = {  # us-east-1 list prices, USD
+    "apigw_http_per_million": 1.00,
+    "lambda_request_per_million": 0.20,
+    "lambda_arm_gb_s": 0.0000133334,
+    "aurora_acu_hour": 0.12,  # Serverless v2, Aurora Standard
+    "aurora_io_per_million": 0.20,  # Aurora Standard
+    "aurora_storage_gb_month": 0.10,
+    "proxy_acu_hour": 0.015,  # RDS Proxy on Serverless v2, billed for at least 8 ACU
+    "proxy_min_acu": 8,
+    "endpoint_az_hour": 0.01,
+    "secret_month": 0.40,
+    "alarm_month": 0.10,
+    "dashboard_month": 3.00,
+    "logs_ingest_gb": 0.50,
+    "sqs_per_million": 0.40,
+    "ec2_m7g_large_hour": 0.0816,  # self-hosted pgmq: one instance and its volume
+    "ebs_gp3_gb_month": 0.08,
+}
+HOURS_PER_MONTH = 730
+API_MEMORY_MB, AUTHORIZER_MEMORY_MB, AGENT_MEMORY_MB = 512, 256, 256
+MB_PER_VCPU = 1769
+VCPU_PER_ACU = 0.25
+PROXY_HOP_MS = 1.0  # functions -> RDS Proxy -> Aurora, per request (one round trip on the hot paths)
+LOG_BYTES_PER_REQUEST = 1000  # access log line + START/END/REPORT of two invocations + an EMF record
+BATCHES = (1, 10, 100)
+MILLION = 1_000_000
+
+
+def lambda_ms(wall: float, cpu: float, memory_mb: int, hop_ms: float = PROXY_HOP_MS) -> int:
+    """Billed ms on Lambda: CPU scaled to the memory's vCPU share, the wait as measured, the proxy hop."""
+    share = min(1.0, memory_mb / MB_PER_VCPU)
+    return math.ceil(cpu / share * 1000 + (wall - cpu) * 1000 + hop_ms)
+
+
+def per_million(requests: dict[str, tuple[float, float, float]], n: int, db_per_msg: tuple[float, float],
+                authorizer: tuple[float, float]) -> dict[str, float]:
+    """Cost of a million messages through one surface at batch size n."""
+    wal_per_msg, db_cpu_per_msg = db_per_msg
+    cycles = MILLION / n
+    reqs = cycles * sum(calls for _, _, calls in requests.values())
+    gb_s = 0.0
+    for wall, cpu, calls in requests.values():
+        gb_s += cycles * calls * lambda_ms(wall, cpu, API_MEMORY_MB) / 1000 * API_MEMORY_MB / 1024
+    gb_s += reqs * lambda_ms(*authorizer, AUTHORIZER_MEMORY_MB, hop_ms=0) / 1000 * AUTHORIZER_MEMORY_MB / 1024
+    acu_h = db_cpu_per_msg * MILLION / VCPU_PER_ACU / 3600
+    out = {
+        "requests": reqs,
+        "api": reqs / MILLION * PRICES["apigw_http_per_million"],
+        "lambda_req": 2 * reqs / MILLION * PRICES["lambda_request_per_million"],  # surface + authorizer
+        "lambda_gb_s": gb_s * PRICES["lambda_arm_gb_s"],
+        "aurora_acu": acu_h * PRICES["aurora_acu_hour"],
+        "proxy": acu_h * PRICES["proxy_acu_hour"],  # the proxy is billed on the database's ACU (above its floor)
+        "aurora_io": wal_per_msg * MILLION / 4096 / MILLION * PRICES["aurora_io_per_million"],
+        "logs": reqs * LOG_BYTES_PER_REQUEST / 1e9 * PRICES["logs_ingest_gb"],
+        "acu_hours": acu_h,
+    }
+    out["total"] = sum(out[k] for k in ("api", "lambda_req", "lambda_gb_s", "aurora_acu", "proxy", "aurora_io", "logs"))
+    return out
+
+
+def sqs_per_million(n: int) -> float:
+    """SQS standard: send, receive and delete, up to 10 messages per request."""
+    return 3 * MILLION / min(n, 10) / MILLION * PRICES["sqs_per_million"]
+
+
+def idle_floor(az_count: int = 2, min_acu: float = 0.5, agent_run_ms: float = 30.0) -> dict[str, float]:
+    """A month of a stack nobody calls: what runs and what is billed by the hour."""
+    from functions import routes, schedules
+
+    functions = len(routes.FUNCTIONS) + len(schedules.AGENTS) + 2
+    alarms = 2 * functions + 8
+    agent_runs = sum(30 * 24 * 3600 / a.every_seconds for a in schedules.AGENTS)
+    agent_gb_s = agent_runs * math.ceil(agent_run_ms) / 1000 * AGENT_MEMORY_MB / 1024
+    return {
+        "Aurora Serverless v2 minimum": min_acu * PRICES["aurora_acu_hour"] * HOURS_PER_MONTH,
+        "Aurora storage (10 GB)": 10 * PRICES["aurora_storage_gb_month"],
+        "RDS Proxy (8 ACU minimum)": PRICES["proxy_min_acu"] * PRICES["proxy_acu_hour"] * HOURS_PER_MONTH,
+        f"VPC interface endpoints (2 x {az_count} AZ)": 2 * az_count * PRICES["endpoint_az_hour"] * HOURS_PER_MONTH,
+        "Secrets Manager (3 secrets)": 3 * PRICES["secret_month"],
+        f"CloudWatch alarms ({alarms})": alarms * PRICES["alarm_month"],
+        "CloudWatch dashboard": PRICES["dashboard_month"],
+        f"agent runs ({agent_runs:,.0f}/month)": agent_runs / MILLION * PRICES["lambda_request_per_million"]
+        + agent_gb_s * PRICES["lambda_arm_gb_s"],
+    }

@@ -1,0 +1,120 @@
+"""The operator's CloudWatch dashboard, one row per surface and per concern.
+
+Everything comes from the tables and the code: a row per surface of `functions.routes.FUNCTIONS`
+(requests, errors, p50/p99 latency, and the messages in and out that its handler module emits as
+EMF metrics), the agents of `functions.schedules.AGENTS` (runs, errors, what each one did), the
+database and the proxy. The EMF metrics are found by reading each handler module's source: the
+service it passes to `instrument(...)` (the metrics' `service` dimension) and every
+`add_metric(name="...")`, so a metric a module stops emitting leaves the dashboard with it.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pulumi
+import pulumi_aws as aws
+
+from functions import routes as route_table
+from functions import schedules as agent_table
+from infra.alarms import NAMESPACE
+from infra.api import Api
+from infra.artifacts import REPO
+from infra.database import Database
+from infra.settings import Settings
+
+WIDTH = 24
+PERIOD_S = 60
+
+
+def emitted(handler: str) -> tuple[str | None, list[str]]:
+    """(service dimension, metric names) the handler's module emits, read from its source."""
+    path = REPO / Path(*handler.rsplit(".", 1)[0].split(".")).with_suffix(".py")
+    source = path.read_text(encoding="utf-8") if path.exists() else ""
+    service = re.search(r'instrument\(\s*"([^"]+)"', source)
+    names = list(dict.fromkeys(re.findall(r'add_metric\(\s*name="([^"]+)"', source)))
+    return (service.group(1) if service else None), names
+
+
+def _widget(title: str, metrics: list, region, *, stat: str = "Sum", width: int = 8) -> dict:
+    return {
+        "type": "metric",
+        "width": width,
+        "height": 6,
+        "properties": {"title": title, "metrics": metrics, "view": "timeSeries", "stat": stat,
+                       "period": PERIOD_S, "region": region},
+    }
+
+
+def _lambda(fn: str, metric: str, **options) -> list:
+    return ["AWS/Lambda", metric, "FunctionName", fn, *([options] if options else [])]
+
+
+def _emf(handler: str) -> list:
+    service, names = emitted(handler)
+    return [[NAMESPACE, name, "service", service] for name in names] if service else []
+
+
+def tenant_query(s: Settings) -> str:
+    """Logs Insights over the surfaces' log groups: each tenant's share of the EMF records (every
+    record carries the tenant as a property), summing every metric the surfaces emit. Per-tenant
+    figures without a metric per tenant."""
+    sources = " | ".join(f"SOURCE '/aws/lambda/{s.prefix}-{name}'" for name in route_table.FUNCTIONS)
+    names = list(dict.fromkeys(n for handler in route_table.FUNCTIONS.values() for n in emitted(handler)[1]))
+    sums = "".join(f", sum({n}) as {n}" for n in names)
+    return (f"{sources} | filter ispresent(tenant) and ispresent(_aws)"
+            f" | stats count(*) as records{sums} by tenant | sort records desc | limit 20")
+
+
+def widgets(s: Settings, api_id, region, db_cluster: str, proxy: str, failures_queue: str) -> list[dict]:
+    def fn(name: str) -> str:
+        return f"{s.prefix}-{name}"
+
+    out = [
+        _widget("API: requests and errors", [["AWS/ApiGateway", "Count", "ApiId", api_id],
+                                             ["AWS/ApiGateway", "4xx", "ApiId", api_id],
+                                             ["AWS/ApiGateway", "5xx", "ApiId", api_id]], region, width=12),
+        _widget("API: latency p50 / p99", [["AWS/ApiGateway", "Latency", "ApiId", api_id, {"stat": "p50"}],
+                                           ["AWS/ApiGateway", "Latency", "ApiId", api_id, {"stat": "p99"}]],
+                region, stat="p99", width=12),
+    ]
+    for surface, handler in route_table.FUNCTIONS.items():
+        out.append(_widget(f"{surface}: requests and errors",
+                           [_lambda(fn(surface), "Invocations"), _lambda(fn(surface), "Errors"),
+                            _lambda(fn(surface), "Throttles")], region))
+        out.append(_widget(f"{surface}: duration p50 / p99",
+                           [_lambda(fn(surface), "Duration", stat="p50"), _lambda(fn(surface), "Duration", stat="p99")],
+                           region, stat="p99"))
+        out.append(_widget(f"{surface}: messages in / out", _emf(handler)
+                           or [_lambda(fn(surface), "Invocations")], region))
+    out.append({"type": "log", "width": WIDTH, "height": 6,
+                "properties": {"title": "tenants: busiest by metric records", "query": tenant_query(s),
+                               "region": region, "view": "table"}})
+    agents = agent_table.AGENTS
+    out.append(_widget("agents: runs", [_lambda(fn(a.name), "Invocations") for a in agents], region))
+    out.append(_widget("agents: errors", [_lambda(fn(a.name), "Errors") for a in agents]
+                       + [["AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", failures_queue,
+                           {"stat": "Maximum"}]], region))
+    out.append(_widget("agents: work done", [m for a in agents for m in _emf(a.handler)], region))
+    cluster = ["DBClusterIdentifier", db_cluster]
+    out += [
+        _widget("database: capacity (ACU) and CPU",
+                [["AWS/RDS", "ServerlessDatabaseCapacity", *cluster], ["AWS/RDS", "CPUUtilization", *cluster]],
+                region, stat="Average"),
+        _widget("database: connections", [["AWS/RDS", "DatabaseConnections", *cluster]], region, stat="Maximum"),
+        _widget("proxy: clients, database connections, pinned",
+                [["AWS/RDS", "ClientConnections", "ProxyName", proxy],
+                 ["AWS/RDS", "DatabaseConnections", "ProxyName", proxy],
+                 ["AWS/RDS", "DatabaseConnectionsCurrentlySessionPinned", "ProxyName", proxy]],
+                region, stat="Maximum"),
+    ]
+    return out
+
+
+def build(s: Settings, api: Api, db: Database, failures: aws.sqs.Queue) -> aws.cloudwatch.Dashboard:
+    region = aws.get_region_output().region
+    body = pulumi.Output.all(api.api.id, region, db.cluster.cluster_identifier, db.proxy.name, failures.name).apply(
+        lambda a: pulumi.Output.json_dumps({"widgets": widgets(s, *a)})
+    )
+    return aws.cloudwatch.Dashboard("dashboard", dashboard_name=s.prefix, dashboard_body=body)

@@ -1,0 +1,55 @@
+"""Every log line of a request carries its correlation id (the API Gateway request id) and tenant."""
+
+from __future__ import annotations
+
+import json
+
+from functions.local.lambda_context import LocalContext
+from functions.observability import instrument, request_keys
+
+
+def _event(request_id: str, tenant: str | None) -> dict:
+    answer = {"authenticated": True, "tenant_id": tenant} if tenant else {"authenticated": False}
+    return {"rawPath": "/x", "requestContext": {"requestId": request_id, "authorizer": {"lambda": answer}}}
+
+
+def test_request_keys_of_an_api_gateway_event():
+    assert request_keys(_event("req-1", "t-1")) == ("req-1", "t-1")
+    assert request_keys(_event("req-2", None)) == ("req-2", None)
+    assert request_keys({"agent": "x"}) == (None, None)
+    assert request_keys(None) == (None, None)
+
+
+def test_every_line_carries_the_correlation_id_and_tenant(capsys):
+    logger, _, lambda_handler = instrument("observability-test")
+
+    @lambda_handler
+    def handler(event, context):
+        logger.warning("first")
+        logger.warning("second")
+        return "ok"
+
+    handler(_event("req-1", "tenant-a"), LocalContext("observability-test"))
+    handler(_event("req-2", None), LocalContext("observability-test"))
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    logged = [(x["message"], x.get("correlation_id"), x.get("tenant")) for x in lines if "message" in x]
+    assert logged == [
+        ("first", "req-1", "tenant-a"),
+        ("second", "req-1", "tenant-a"),
+        ("first", "req-2", None),  # the previous request's tenant does not leak into this one
+        ("second", "req-2", None),
+    ]
+
+
+def test_a_metric_record_never_carries_the_previous_requests_tenant():
+    _, metrics, lambda_handler = instrument("observability-test")
+    seen = []
+
+    @lambda_handler
+    def handler(event, context):
+        seen.append(dict(metrics.metadata_set))
+        return "ok"
+
+    handler(_event("req-1", "tenant-a"), LocalContext("observability-test"))
+    handler(_event("req-2", None), LocalContext("observability-test"))
+    assert seen == [{"tenant": "tenant-a"}, {}]
