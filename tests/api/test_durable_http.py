@@ -11,7 +11,6 @@ import pytest
 
 from postbox import db
 from support.http import client
-from support.waiters import wait_for_waiter
 
 OFF0 = "0000000000000000_0000000000000000"
 
@@ -268,14 +267,14 @@ def test_unknown_paths_answer_like_api_gateway(api):
     assert r.status_code == 404 and r.json() == {"message": "Not Found"}
 
 
-def _while_waiting(request, write) -> httpx.Response:
-    """Run `request` on a thread, do `write` once it waits on its stream's channel, return its answer."""
+def _while_waiting(notify_only, request, write) -> httpx.Response:
+    """Run `request` on a thread, do `write` once it sleeps waiting for a NOTIFY, return its answer."""
     import threading
 
     result = {}
     t = threading.Thread(target=lambda: result.update(r=request()))
     t.start()
-    wait_for_waiter("durable_")
+    notify_only.wait_until_asleep()
     write()
     t.join(timeout=15)
     return result["r"]
@@ -283,23 +282,23 @@ def _while_waiting(request, write) -> httpx.Response:
 
 def test_long_poll_wakes_on_append(api, stream, notify_only):
     path, _ = stream
-    r = _while_waiting(lambda: api.get(path, params={"offset": off(2), "live": "long-poll"}),
+    r = _while_waiting(notify_only, lambda: api.get(path, params={"offset": off(2), "live": "long-poll"}),
                        lambda: api.post(path, content=b'{"late": true}', headers={"content-type": "application/json"}))
     assert r.status_code == 200 and r.json() == [{"late": True}]
     assert r.headers["stream-cursor"].isdigit()
-    assert notify_only == [True]  # the append's NOTIFY woke it, not a re-check
+    assert notify_only.woken == [True]  # the append's NOTIFY woke it, not a re-check
 
 
 def test_sse_window_wakes_on_append_and_ends_with_it(api, stream, notify_only):
     path, _ = stream
-    r = _while_waiting(lambda: api.get(path, params={"offset": off(2), "live": "sse"}),
+    r = _while_waiting(notify_only, lambda: api.get(path, params={"offset": off(2), "live": "sse"}),
                        lambda: api.post(path, content=b'{"late": true}', headers={"content-type": "application/json"}))
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
     events = [e for e in r.text.split("\n\n") if e]
     assert [e.splitlines()[0] for e in events] == ["event: control", "event: data", "event: control"]
     assert events[1].splitlines()[1] == 'data:[{"late":true}]'
     assert f'"streamNextOffset":"{off(3)}"' in events[2]
-    assert notify_only == [True]
+    assert notify_only.woken == [True]
 
 
 def test_producer_limit_is_429_with_retry_after(api, stream, monkeypatch):
