@@ -48,6 +48,8 @@ def _rows(function: str, *pairs: tuple[str, str]) -> list[Route]:
 QUEUES = "/api/v1/queues"
 WORK = "/v1/modules/scaiqueue"
 WORK_QUEUE = WORK + "/scopes/{scope_id}/queues/{queue_id}"
+DURABLE_HOSTED = "/{account}/{stream}"  # the hosted form's stream: `{stream}` is `s.{name}`
+DURABLE_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS")
 
 ROUTES: tuple[Route, ...] = tuple(
     []
@@ -95,8 +97,16 @@ ROUTES: tuple[Route, ...] = tuple(
     )
     + _rows(
         "durable",
-        *[(method, path) for path in ("/v1/stream/{name}", "/{account}/{path+}")
-          for method in ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS")],
+        *[(method, path) for path in ("/v1/stream/{name}", DURABLE_HOSTED) for method in DURABLE_METHODS],
+        ("DELETE", DURABLE_HOSTED + "/snapshot/parts"),
+        ("POST", DURABLE_HOSTED + "/snapshot/{offset}/parts"),
+        *[(method, DURABLE_HOSTED + "/snapshot/{offset}") for method in ("GET", "HEAD", "PUT")],
+        ("PUT", DURABLE_HOSTED + "/retention/{offset}"),
+        *[(method, DURABLE_HOSTED + path) for path in ("/bootstrap", "/incarnation/{token}/chunk/{offset}",
+                                                        "/incarnation/{token}/snapshot/{offset}")
+          for method in ("GET", "HEAD")],
+        # any other path under a stream: 404, or 405 when a row above serves it with another method
+        *[(method, DURABLE_HOSTED + "/{rest+}") for method in DURABLE_METHODS],
     )
     + _rows(
         "partitioned",
