@@ -82,12 +82,57 @@ _OPERATIONS: dict[str, tuple[str, str, list[dict[str, Any]], dict[str, str]]] = 
     "OPTIONS": ("CORS preflight", "The CORS headers for browsers.", [], {"204": "Preflight answer"}),
 }
 
+# The hosted form's extensions: (method, the path after the stream) -> (summary, description, answers).
+_EXTENSIONS: dict[tuple[str, str], tuple[str, str, dict[str, str]]] = {
+    ("DELETE", "/snapshot/parts"): ("Discard staged snapshot parts", "Every staged part of the stream is dropped.",
+                                    {"204": "Discarded"}),
+    ("POST", "/snapshot/{offset}/parts"): ("Stage a snapshot part", "The body is one part; the answer's "
+                                           "`Stream-Snapshot-Part` is its digest (at most 256 staged).",
+                                           {"204": "Staged"}),
+    ("GET", "/snapshot/{offset}"): ("Read a snapshot", "The snapshot at `offset` with its content type, "
+                                    "`Stream-Snapshot-Offset` and `Stream-Snapshot-Digest`.", {"200": "The snapshot"}),
+    ("HEAD", "/snapshot/{offset}"): ("A snapshot's metadata", "The headers a snapshot read answers with.",
+                                     {"200": "The snapshot exists"}),
+    ("PUT", "/snapshot/{offset}"): ("Write a snapshot", "The body (or the staged parts named in "
+                                    "`Stream-Snapshot-Parts`) becomes the snapshot at `offset`; the same content "
+                                    "again is 204, other content 409.", {"204": "Written"}),
+    ("PUT", "/retention/{offset}"): ("Advance retention", "Appends below `offset` are removed and answer 410; "
+                                     "retention never moves back.", {"204": "Retained from offset"}),
+    ("GET", "/bootstrap"): ("Bootstrap", "`multipart/mixed`: the latest snapshot, then the updates after it.",
+                            {"200": "Snapshot and updates"}),
+    ("HEAD", "/bootstrap"): ("Bootstrap metadata", "The headers a bootstrap answers with.", {"200": "Available"}),
+    ("GET", "/incarnation/{token}/chunk/{offset}"): ("Read a cacheable chunk", "The appends from `offset`, cut at "
+                                                     "a fixed 1 MiB; `Stream-Immutable: true` once complete.",
+                                                     {"200": "The chunk"}),
+    ("HEAD", "/incarnation/{token}/chunk/{offset}"): ("A chunk's metadata", "The headers a chunk read answers with.",
+                                                      {"200": "The chunk exists"}),
+    ("GET", "/incarnation/{token}/snapshot/{offset}"): ("Read a cacheable snapshot", "The snapshot at `offset`, "
+                                                        "`Stream-Immutable: true`.", {"200": "The snapshot"}),
+    ("HEAD", "/incarnation/{token}/snapshot/{offset}"): ("A cacheable snapshot's metadata", "Its headers.",
+                                                         {"200": "The snapshot exists"}),
+}
+_OTHER = ("Any other path under a stream", "404 `NOT_FOUND`, or 405 naming the methods served at that path.", {})
+
 _PATH_PARAMS = {
     "name": "The stream's name (the open protocol's form).",
     "account": "The account (tenant) name (the hosted form).",
-    "path": "`s.{name}` and, for the extensions, `/snapshot/{offset}`, `/retention/{offset}` or `/bootstrap`; "
-            "slashes included.",
+    "stream": "`s.{name}`: the stream's name in the hosted form.",
+    "offset": "An offset (as `Stream-Next-Offset` gives them).",
+    "token": "The stream's incarnation (its `Stream-Incarnation`).",
+    "rest": "Any other path under the stream, slashes included.",
 }
+
+
+def _describe(method: str, path: str) -> tuple[str, str, list[dict[str, Any]], dict[str, str]]:
+    """What a durable route does: a stream verb, one of the hosted form's extensions, or the catch-all."""
+    base = path.split("/{stream}", 1)
+    if len(base) == 1 or base[1] == "":
+        return _OPERATIONS[method]
+    if base[1] == "/{rest}":
+        summary, description, ok = _OTHER
+    else:
+        summary, description, ok = _EXTENSIONS[(method, base[1])]
+    return summary, description, [], ok
 
 
 def openapi_path(path: str) -> str:
@@ -100,7 +145,7 @@ def paths(error_ref: str, gateway_ref: str) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for route in routes_for("durable"):
         path = openapi_path(route.path)
-        summary, description, params, ok = _OPERATIONS[route.method]
+        summary, description, params, ok = _describe(route.method, path)
         names = [seg[1:-1] for seg in path.split("/") if seg.startswith("{")]
         parameters = [{"name": n, "in": "path", "required": True, "schema": {"type": "string"},
                        "description": _PATH_PARAMS[n]} for n in names]
@@ -117,7 +162,8 @@ def paths(error_ref: str, gateway_ref: str) -> dict[str, dict[str, Any]]:
             "tags": ["durable"],
             "summary": summary,
             "description": description,
-            "operationId": f"durable_{route.method.lower()}_{'_'.join(names)}",
+            "operationId": "durable_" + "_".join([route.method.lower(), *(
+                seg.strip("{}") for seg in path.split("/") if seg and not seg.startswith("v1"))]).replace(".", "_"),
             "parameters": parameters + params + _AUTH,
             "responses": responses,
         }

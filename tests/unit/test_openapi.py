@@ -35,5 +35,5 @@ def test_operations_carry_bodies_envelopes_and_security():
     assert set(doc["components"]["securitySchemes"]) == {"apikey", "bearer"}
     durable = doc["paths"]["/v1/stream/{name}"]["post"]
     assert {p["name"] for p in durable["parameters"]} >= {"name", "Producer-Id", "Stream-Seq", "Content-Type"}
-    assert "{path}" in "".join(doc["paths"]) and "{path+}" not in "".join(doc["paths"])
+    assert "{rest}" in "".join(doc["paths"]) and "+}" not in "".join(doc["paths"])  # greedy as plain
     json.dumps(doc)  # plain JSON all the way down
