@@ -118,7 +118,7 @@ Cursor = Annotated[str | None, Query(max_length=512)]
 # ---- scopes -------------------------------------------------------------------------------------
 
 
-@router.post("/scopes")
+@router.post("/scopes", responses={201: {"description": "Created"}})
 def create_scope(body: Annotated[CreateScope, Body()]):
     return data(scopes.create_scope(caller(), body.fields()), 201)
 
@@ -153,7 +153,7 @@ for _action in scopes.TRANSITIONS:
 QUEUE = "/scopes/<scope_id>/queues/<queue_id>"
 
 
-@router.post("/scopes/<scope_id>/queues")
+@router.post("/scopes/<scope_id>/queues", responses={201: {"description": "Created"}})
 def create_queue(scope_id: str, body: Annotated[CreateQueue, Body()]):
     return data(queues.create_queue(caller(), scope_id, body.fields()), 201)
 
@@ -192,7 +192,8 @@ def resume_queue(scope_id: str, queue_id: str):
 # ---- messages -----------------------------------------------------------------------------------
 
 
-@router.post(QUEUE + "/messages")
+@router.post(QUEUE + "/messages", responses={200: {"description": "An idempotent replay: the original message"},
+                                             201: {"description": "Published"}})
 def publish(scope_id: str, queue_id: str, request: Annotated[Publish, Body()]):
     # (not named `body`: the resolver would read a parameter named like a field of the JSON as that field)
     message, replayed = messages.publish(caller(), scope_id, queue_id, request.fields())

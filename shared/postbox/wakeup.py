@@ -106,13 +106,13 @@ def _listening(channels: Iterable[str], timeout_s: float) -> Iterator[psycopg.Co
             yield None
             return
         try:
+            for name in names:  # listening before registering: a registered waiter never misses a NOTIFY
+                conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(name)))
             conn.execute(
                 "INSERT INTO waiters (channel, waiter, until)"
                 " SELECT c, %s, clock_timestamp() + %s * interval '1 second' FROM unnest(%s::text[]) c",
                 (waiter, timeout_s + 1, names),
             )
-            for name in names:
-                conn.execute(psycopg.sql.SQL("LISTEN {}").format(psycopg.sql.Identifier(name)))
             yield conn
         finally:
             conn.execute("UNLISTEN *")

@@ -4,7 +4,7 @@ A walk-through is a document's `sh` code blocks, in order, run as one bash scrip
 captured in one block is there for the next). The script's own `URL=`, `KEY=` and `ACCOUNT=`
 assignments are the only thing changed: they point at this test's gateway and at a fresh tenant
 (whose name is `$ACCOUNT`). `curl` fails on an HTTP error unless a line says `|| true`. Blocks
-about building or deploying (`make`, `pulumi`, `aws`) are not run.
+about building, deploying or testing (`make`, `pulumi`, `aws`, `pytest`) are not run.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from postbox import tenancy
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
-NOT_RUN = re.compile(r"^\s*(make|pulumi|aws)\b", re.M)
+NOT_RUN = re.compile(r"^\s*(make|pulumi|aws)\b|pytest", re.M)
 SETUP = re.compile(r"(^|;\s*|&&\s*)(URL|KEY|ACCOUNT)=(\"[^\"]*\"|\$\([^)]*\)|\S+)", re.M)
 PRELUDE = """set -euo pipefail
 curl() { local rc=0; command curl --fail-with-body --silent --show-error "$@" || rc=$?; echo; return $rc; }
