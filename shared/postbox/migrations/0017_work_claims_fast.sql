@@ -109,6 +109,7 @@ BEGIN
             SELECT x.ctid, x.id, x.state, x.attempts, x.max_retries FROM work_messages x
             WHERE x.queue_id = q.id AND x.ended_at IS NULL AND x.visible_at <= clock_timestamp()
               AND (x.expires_at IS NULL OR x.expires_at > clock_timestamp())
+              AND x.ctid <> ALL (v_all)  -- rows this claim holds already (SKIP LOCKED skips only others')
             ORDER BY x.rank, x.seq LIMIT (SELECT p_n - cardinality(v_all)) FOR UPDATE SKIP LOCKED
         ) c;
         v_all := v_all || v_take;
