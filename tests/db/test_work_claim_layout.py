@@ -4,7 +4,7 @@ listing by state finds live and ended messages alike."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 
 from postbox import db
 from postbox.work import browse, messages, queues, scopes
@@ -34,10 +34,12 @@ def test_a_claim_updates_its_rows_in_place(tenant):
     s, q = _setup(tenant, "in-place")
     for i in range(20):
         _publish(tenant, s, q, i)
-    with db.transaction() as conn:
+    with db.transaction() as conn:  # the counts are the backend's not yet reported: take the difference
+        updated_before, hot_before = conn.execute(_IN_PLACE).fetchone()
         claimed = conn.execute("SELECT work_claim(%s, %s, %s, 20, 60, 'k')",
                                (tenant.tenant_id, s["id"], q["id"])).fetchone()[0]
         updated, hot = conn.execute(_IN_PLACE).fetchone()
+    updated, hot = updated - updated_before, hot - hot_before
     assert len(claimed) == 20 and updated == 20
     # No index holds a column the claim changes: the rows are rewritten in place (HOT) wherever the
     # page has room (half of each page is kept free), so at most a few land on another page.
@@ -96,3 +98,37 @@ def test_listing_by_state_finds_live_and_ended_messages(tenant):
     first, cursor = browse.list_messages(tenant.principal, s["id"], q["id"], "claimed", limit=1)
     rest, _ = browse.list_messages(tenant.principal, s["id"], q["id"], "claimed", limit=1, cursor=cursor)
     assert [m["id"] for m in first + rest] == ids[1:3]
+
+
+def _head_only(q):
+    """From now on claims of this fifo queue walk from its head unless they come short (no walk from
+    the front every 250 ms), so a test sees what the head alone finds."""
+    with db.connection() as conn:
+        conn.execute("UPDATE work_claim_heads SET scanned_at = 'infinity' "
+                     "WHERE queue_id = (SELECT id FROM work_queues WHERE queue_id = %s)", (q["id"],))
+
+
+def test_a_release_or_a_fail_pulls_the_fifo_claim_head_back(tenant):
+    s, q = _setup(tenant, "head-back")
+    ids = [_publish(tenant, s, q, i)["id"] for i in range(4)]
+    first, second = _claim(tenant, s, q, 1, 60) + _claim(tenant, s, q, 1, 60)
+    _head_only(q)
+    messages.finish(tenant.principal, s["id"], first["id"], "release", {"claim_token": first["claim_token"]})
+    assert [m["id"] for m in _claim(tenant, s, q, 1, 60)] == [ids[0]]  # not ids[2], next after the head
+    out = messages.finish_batch(tenant.principal, s["id"], "release",
+                                [{"id": second["id"], "claim_token": second["claim_token"]}])
+    assert out[0]["ok"]
+    assert [m["id"] for m in _claim(tenant, s, q, 1, 60)] == [ids[1]]
+
+
+def test_a_claim_that_comes_short_from_the_head_looks_behind_it(tenant):
+    s, q = _setup(tenant, "short")
+    soon = (datetime.fromisoformat(_publish(tenant, s, q, "probe")["created_at"]).timestamp() + 1.5)
+    probe_claim = _claim(tenant, s, q, 1, 60)  # the head moves past the probe
+    assert len(probe_claim) == 1
+    delayed = _publish(tenant, s, q, "delayed", visible_at=datetime.fromtimestamp(soon, timezone.utc).isoformat())
+    later = _publish(tenant, s, q, "later")
+    assert [m["id"] for m in _claim(tenant, s, q, 5, 60)] == [later["id"]]  # the head is now past both
+    _head_only(q)
+    wait_for_db_clock(datetime.fromisoformat(delayed["visible_at"]))
+    assert [m["id"] for m in _claim(tenant, s, q, 5, 60)] == [delayed["id"]]

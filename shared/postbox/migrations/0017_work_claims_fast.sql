@@ -34,6 +34,37 @@ CREATE INDEX work_messages_list ON work_messages (queue_id, ended_state, seq) WH
 CREATE INDEX work_messages_expiry ON work_messages (expires_at) WHERE ended_at IS NULL AND expires_at IS NOT NULL;
 CREATE INDEX work_messages_aging ON work_messages (aged_at) WHERE ended_at IS NULL AND aged_at IS NOT NULL;
 
+-- The claim head of a fifo queue (as the message engine's `queue_heads`): messages that ended
+-- leave dead entries at the front of the claim index until vacuum, and claimed ones stay there
+-- while they are held, so a claim of a fifo queue starts at `head`, the seq after the last one
+-- claimed, instead of at the front. Messages claimable behind the head (released, failed after
+-- their backoff, claims that ran out, delayed ones come due, publishes that committed after later
+-- ones) are found by a walk from the front, which one claim per queue makes when the last is older
+-- than 250 ms, and which any claim makes when the walk from the head comes short: a claim that
+-- answers fewer messages than asked has looked at the whole queue. A release, a fail and the
+-- agent's recovery pull the head back to the message at once. Priority and deadline queues (whose
+-- new messages may sort before the ones claimed) always walk from the front.
+CREATE TABLE work_claim_heads (
+    queue_id   bigint PRIMARY KEY REFERENCES work_queues(id) ON DELETE CASCADE,
+    head       bigint NOT NULL DEFAULT 0,
+    scanned_at timestamptz NOT NULL DEFAULT '-infinity'
+) WITH (fillfactor = 50);
+INSERT INTO work_claim_heads (queue_id) SELECT id FROM work_queues;
+
+CREATE FUNCTION work_claim_head_created() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO work_claim_heads (queue_id) VALUES (NEW.id);
+    RETURN NULL;
+END $$;
+CREATE TRIGGER work_claim_head_created AFTER INSERT ON work_queues
+    FOR EACH ROW EXECUTE FUNCTION work_claim_head_created();
+
+-- Pull a queue's head back to p_seq, so the next claim walks from there. It may wait for the head
+-- row: a claim takes it last (and never waits for it), so it is never held by one waiting for us.
+CREATE FUNCTION work_claim_head_back(p_queue bigint, p_seq bigint) RETURNS void LANGUAGE sql AS $$
+    UPDATE work_claim_heads SET head = p_seq WHERE queue_id = p_queue AND head > p_seq;
+$$;
+
 -- Claims whose time ran out go back to pending (at once, no backoff), or to the dead letter when
 -- they have used their attempts: the visibility-timeout agent's sweep (p_queue NULL: every queue
 -- holding claims) or one queue's. Claims find them through the claim walk's index of live messages.
@@ -66,10 +97,11 @@ BEGIN
             WITH moved AS (
                 UPDATE work_messages SET state = 'pending', visible_at = clock_timestamp(), claim_token = NULL,
                        failure_reason = 'visibility timeout', updated_at = clock_timestamp()
-                WHERE id = ANY (v_back) RETURNING queue_id
-            ) SELECT queue_id, count(*) AS n FROM moved GROUP BY queue_id ORDER BY queue_id
+                WHERE id = ANY (v_back) RETURNING queue_id, seq
+            ) SELECT queue_id, count(*) AS n, min(seq) AS first FROM moved GROUP BY queue_id ORDER BY queue_id
         LOOP
             PERFORM work_count(r.queue_id, r.n, -r.n, 0, 0, 0);
+            PERFORM work_claim_head_back(r.queue_id, r.first);
         END LOOP;
     END IF;
     RETURN cardinality(v_back) + cardinality(v_dead);
@@ -77,17 +109,23 @@ END $$;
 
 -- Claim up to p_n messages in the queue's order for p_vt seconds (each message's own
 -- visibility_timeout_s when NULL). A paused queue, or a paused or archived scope, claims nothing.
--- One walk of the live messages in claim order takes what is visible: pending messages, and claims
--- that ran out (claimed again at once, or dead-lettered when that was their last attempt), so an
--- expired claim is claimable as soon as its time is up, without a sweep.
+-- One walk of the live messages in claim order (from the head in a fifo queue) takes what is
+-- visible: pending messages, and claims that ran out (claimed again at once, or dead-lettered when
+-- that was their last attempt, the walk going on to fill the batch), so an expired claim is
+-- claimable as soon as its time is up, without a sweep.
 CREATE OR REPLACE FUNCTION work_claim(p_tenant uuid, p_scope uuid, p_queue uuid, p_n int, p_vt int, p_claimer text)
 RETURNS json LANGUAGE plpgsql AS $$
 DECLARE
     s work_scopes;
     q work_queues;
+    v_head bigint;
+    v_scanned timestamptz;
+    v_full boolean := true;
     v_take tid[];
     v_dead uuid[];
     v_fresh int;
+    v_last bigint;
+    v_next bigint;
     v_all tid[] := '{}';
     v_pending int := 0;
     v_claimed uuid[];
@@ -100,45 +138,74 @@ BEGIN
     IF s.state IN ('paused', 'archived') OR q.state = 'paused' THEN
         RETURN '[]'::json;
     END IF;
-    LOOP  -- again only when claims on their last attempt took places in the batch
+    IF q.ordering = 'fifo' THEN
+        SELECT h.head, h.scanned_at INTO v_head, v_scanned FROM work_claim_heads h WHERE h.queue_id = q.id;
+        v_full := v_head IS NULL OR (v_scanned < clock_timestamp() - interval '250 milliseconds'
+                                     -- one walk from the front at a time per queue: the others use the head
+                                     AND pg_try_advisory_xact_lock(x'5743'::int, (q.id % 2147483648)::int));
+    END IF;
+    LOOP
         SELECT coalesce(array_agg(c.ctid) FILTER (WHERE c.state = 'pending' OR c.attempts < c.max_retries), '{}'),
                coalesce(array_agg(c.id) FILTER (WHERE c.state = 'claimed' AND c.attempts >= c.max_retries), '{}'),
-               count(*) FILTER (WHERE c.state = 'pending')
-        INTO v_take, v_dead, v_fresh
+               count(*) FILTER (WHERE c.state = 'pending'), max(c.seq)
+        INTO v_take, v_dead, v_fresh, v_last
         FROM (
-            SELECT x.ctid, x.id, x.state, x.attempts, x.max_retries FROM work_messages x
-            WHERE x.queue_id = q.id AND x.ended_at IS NULL AND x.visible_at <= clock_timestamp()
+            SELECT x.ctid, x.id, x.seq, x.state, x.attempts, x.max_retries FROM work_messages x
+            WHERE x.queue_id = q.id AND x.ended_at IS NULL
+              AND (x.rank, x.seq) >= (CASE WHEN v_full THEN -9223372036854775808 ELSE 0 END,
+                                      CASE WHEN v_full THEN 0 ELSE v_head END)
+              AND x.visible_at <= clock_timestamp()
               AND (x.expires_at IS NULL OR x.expires_at > clock_timestamp())
               AND x.ctid <> ALL (v_all)  -- rows this claim holds already (SKIP LOCKED skips only others')
             ORDER BY x.rank, x.seq LIMIT (SELECT p_n - cardinality(v_all)) FOR UPDATE SKIP LOCKED
         ) c;
         v_all := v_all || v_take;
         v_pending := v_pending + v_fresh;
-        EXIT WHEN cardinality(v_dead) = 0;
-        PERFORM work_dead_letter(v_dead, 'visibility timeout expired after the last attempt');
+        v_next := greatest(v_next, v_last + 1);
+        IF cardinality(v_dead) > 0 THEN
+            PERFORM work_dead_letter(v_dead, 'visibility timeout expired after the last attempt');
+        END IF;
         EXIT WHEN cardinality(v_all) >= p_n;
+        IF cardinality(v_dead) = 0 THEN  -- the walk took all it could
+            EXIT WHEN v_full;
+            v_full := true;  -- from the head it came short: look behind the head too
+        END IF;
     END LOOP;
+    IF cardinality(v_all) > 0 THEN
+        WITH claimed AS (
+            UPDATE work_messages w SET state = 'claimed', attempts = w.attempts + 1, claimed_by = p_claimer,
+                   claim_token = gen_random_uuid(), claimed_at = clock_timestamp(), updated_at = clock_timestamp(),
+                   visible_at = clock_timestamp() + coalesce(p_vt, w.visibility_timeout_s) * interval '1 second',
+                   failure_reason = CASE WHEN w.state = 'claimed' THEN 'visibility timeout' ELSE w.failure_reason END
+            WHERE w.ctid = ANY (v_all) AND w.queue_id = q.id
+            RETURNING w.id, w.rank, w.seq
+        )
+        SELECT array_agg(c.id ORDER BY c.rank, c.seq) INTO v_claimed FROM claimed c;
+        IF v_pending > 0 THEN
+            PERFORM work_count(q.id, -v_pending, v_pending, 0, 0, 0);
+        END IF;
+        IF s.emit_claimed AND NOT q.is_system THEN
+            FOR m IN SELECT w.* FROM unnest(v_claimed) WITH ORDINALITY u(id, n) JOIN work_messages w ON w.id = u.id
+                     ORDER BY u.n LOOP
+                PERFORM work_emit(s, 'scaiqueue.message.claimed', m, jsonb_build_object('claimed_by', p_claimer));
+            END LOOP;
+            PERFORM work_count(s.events_queue_id, cardinality(v_claimed), 0, cardinality(v_claimed), 0, 0);
+        END IF;
+    END IF;
+    -- Last (so a claim never holds the head row while it waits for anything): move the head past
+    -- what was taken, never waiting for its row (a claim holding it moves it as far). A walk from
+    -- the front records its time, and, when it filled its batch, may pull the head back to it.
+    IF q.ordering = 'fifo' AND (v_full OR v_next > v_head) THEN
+        UPDATE work_claim_heads h SET
+            scanned_at = CASE WHEN v_full THEN clock_timestamp() ELSE h.scanned_at END,
+            head = CASE WHEN v_next IS NULL THEN h.head
+                        WHEN v_full AND cardinality(v_all) >= p_n THEN v_next
+                        ELSE greatest(h.head, v_next) END
+        WHERE h.queue_id = (SELECT l.queue_id FROM work_claim_heads l WHERE l.queue_id = q.id
+                            FOR UPDATE SKIP LOCKED);
+    END IF;
     IF cardinality(v_all) = 0 THEN
         RETURN '[]'::json;
-    END IF;
-    WITH claimed AS (
-        UPDATE work_messages w SET state = 'claimed', attempts = w.attempts + 1, claimed_by = p_claimer,
-               claim_token = gen_random_uuid(), claimed_at = clock_timestamp(), updated_at = clock_timestamp(),
-               visible_at = clock_timestamp() + coalesce(p_vt, w.visibility_timeout_s) * interval '1 second',
-               failure_reason = CASE WHEN w.state = 'claimed' THEN 'visibility timeout' ELSE w.failure_reason END
-        WHERE w.ctid = ANY (v_all) AND w.queue_id = q.id
-        RETURNING w.id, w.rank, w.seq
-    )
-    SELECT array_agg(c.id ORDER BY c.rank, c.seq) INTO v_claimed FROM claimed c;
-    IF v_pending > 0 THEN
-        PERFORM work_count(q.id, -v_pending, v_pending, 0, 0, 0);
-    END IF;
-    IF s.emit_claimed AND NOT q.is_system THEN
-        FOR m IN SELECT w.* FROM unnest(v_claimed) WITH ORDINALITY u(id, n) JOIN work_messages w ON w.id = u.id
-                 ORDER BY u.n LOOP
-            PERFORM work_emit(s, 'scaiqueue.message.claimed', m, jsonb_build_object('claimed_by', p_claimer));
-        END LOOP;
-        PERFORM work_count(s.events_queue_id, cardinality(v_claimed), 0, cardinality(v_claimed), 0, 0);
     END IF;
     RETURN (SELECT json_agg(d ORDER BY u.n)
             FROM unnest(v_claimed) WITH ORDINALITY u(id, n) JOIN work_message_docs d ON d.id = u.id);
@@ -188,6 +255,78 @@ BEGIN
     RETURN n;
 END $$;
 
+-- One message's complete, fail, release, extend or cancel, as in 0013; a fail or a release pulls
+-- its queue's claim head back to the message, so the next claim finds it at once.
+-- Act on one message of a scope; p_item: {id, claim_token?, response?, reason?, seconds?}. Answers
+-- the message's document; a refusal raises its error. A claim_token, when given, must be the
+-- message's current one: a consumer whose claim ran out and was claimed again cannot act on it.
+-- Retry backoff after a fail: 2^(attempts-1) seconds, at most 300.
+CREATE OR REPLACE FUNCTION work_finish(p_tenant uuid, p_scope uuid, p_action text, p_item jsonb)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    s work_scopes;
+    m work_messages;
+    v_err text;
+    v_msg text;
+    v_old text;
+BEGIN
+    s := work_scope_of(p_tenant, p_scope);
+    SELECT * INTO m FROM work_messages WHERE id = (p_item->>'id')::uuid AND scope_id = s.id FOR UPDATE;
+    IF m.id IS NULL THEN
+        v_err := 'SCAIQUEUE_MESSAGE_NOT_FOUND'; v_msg := 'Message not found.';
+    ELSIF p_action = 'cancel' THEN
+        IF m.state NOT IN ('pending', 'claimed') THEN
+            v_err := 'SCAIQUEUE_INVALID_TRANSITION'; v_msg := format('A %s message cannot be cancelled.', m.state);
+        END IF;
+    ELSIF m.state <> 'claimed' THEN
+        v_err := 'SCAIQUEUE_NOT_CLAIMED'; v_msg := format('Message is %s, not claimed.', m.state);
+    ELSIF (p_item->>'claim_token') IS NOT NULL AND (p_item->>'claim_token') IS DISTINCT FROM m.claim_token::text THEN
+        v_err := 'SCAIQUEUE_NOT_CLAIMED'; v_msg := 'The claim token is not the current claim''s.';
+    END IF;
+    IF v_err IS NOT NULL THEN
+        RAISE EXCEPTION USING ERRCODE = CASE WHEN v_err LIKE '%NOT_FOUND' THEN 'PB404' ELSE 'PB409' END,
+            DETAIL = v_err, MESSAGE = v_msg;
+    END IF;
+    v_old := m.state;
+    IF p_action = 'complete' THEN
+        UPDATE work_messages SET state = 'completed', response = p_item->'response', claim_token = NULL,
+               ended_at = clock_timestamp(), updated_at = clock_timestamp()
+        WHERE id = m.id RETURNING * INTO m;
+        PERFORM work_count(m.queue_id, 0, -1, 0, 1, 0);
+        PERFORM work_emit(s, 'scaiqueue.message.completed', m, jsonb_build_object('response', m.response));
+        PERFORM work_count(s.events_queue_id, 1, 0, 1, 0, 0);
+    ELSIF p_action = 'fail' AND m.attempts >= m.max_retries THEN
+        PERFORM work_dead_letter(ARRAY[m.id], p_item->>'reason');
+    ELSIF p_action = 'fail' THEN
+        UPDATE work_messages SET state = 'pending', failure_reason = p_item->>'reason', claim_token = NULL,
+               visible_at = clock_timestamp() + least(300, power(2, greatest(m.attempts - 1, 0))) * interval '1 second',
+               updated_at = clock_timestamp()
+        WHERE id = m.id;
+        PERFORM work_count(m.queue_id, 1, -1, 0, 0, 0);
+        PERFORM work_claim_head_back(m.queue_id, m.seq);
+    ELSIF p_action = 'release' THEN
+        UPDATE work_messages SET state = 'pending', attempts = greatest(attempts - 1, 0), claim_token = NULL,
+               visible_at = clock_timestamp(), updated_at = clock_timestamp()
+        WHERE id = m.id;
+        PERFORM work_count(m.queue_id, 1, -1, 0, 0, 0);
+        PERFORM work_claim_head_back(m.queue_id, m.seq);
+    ELSIF p_action = 'extend' THEN
+        UPDATE work_messages
+        SET visible_at = greatest(visible_at, clock_timestamp()) + (p_item->>'seconds')::int * interval '1 second',
+            updated_at = clock_timestamp()
+        WHERE id = m.id;
+    ELSIF p_action = 'cancel' THEN
+        UPDATE work_messages SET state = 'cancelled', claim_token = NULL, ended_at = clock_timestamp(),
+               updated_at = clock_timestamp()
+        WHERE id = m.id;
+        PERFORM work_count(m.queue_id, CASE WHEN v_old = 'pending' THEN -1 ELSE 0 END,
+                           CASE WHEN v_old = 'claimed' THEN -1 ELSE 0 END, 0, 0, 0);
+    ELSE
+        RAISE EXCEPTION USING ERRCODE = 'PB400', DETAIL = 'VALIDATION_ERROR', MESSAGE = 'Unknown action.';
+    END IF;
+    RETURN work_message_doc(m.id);
+END $$;
+
 -- The batch extension's complete, fail and release (behaviour as in 0013): the items are read once
 -- into arrays (0013 read each item's response out of the request per row the update's join
 -- looked at, a cost growing with the square of the batch), the update finds each message by its
@@ -201,6 +340,7 @@ DECLARE
     v_reasons text[];
     v_ok uuid[] := '{}';
     v_okq bigint[] := '{}';
+    v_oks bigint[] := '{}';  -- release, fail: their seqs (the claim heads come back to them)
     v_dead uuid[] := '{}';
     v_state text;
     v_out jsonb;
@@ -258,9 +398,10 @@ BEGIN
             FROM given g
             WHERE w.id = g.id AND w.scope_id = s.id AND w.state = 'claimed'
               AND (g.tok IS NULL OR g.tok = w.claim_token::text)
-            RETURNING w.id, w.queue_id
+            RETURNING w.id, w.queue_id, w.seq
         )
-        SELECT coalesce(array_agg(m.id), '{}'), coalesce(array_agg(m.queue_id), '{}') INTO v_ok, v_okq FROM moved m;
+        SELECT coalesce(array_agg(m.id), '{}'), coalesce(array_agg(m.queue_id), '{}'),
+               coalesce(array_agg(m.seq), '{}') INTO v_ok, v_okq, v_oks FROM moved m;
     ELSE  -- fail: back to pending after the backoff, or to the dead letter after the last attempt
         v_state := 'pending';
         SELECT coalesce(array_agg(w.id ORDER BY w.id), '{}') INTO v_dead FROM (
@@ -290,18 +431,21 @@ BEGIN
             FROM given g
             WHERE w.id = g.id AND w.scope_id = s.id AND w.state = 'claimed'
               AND (g.tok IS NULL OR g.tok = w.claim_token::text) AND w.attempts < w.max_retries
-            RETURNING w.id, w.queue_id
+            RETURNING w.id, w.queue_id, w.seq
         )
-        SELECT coalesce(array_agg(m.id), '{}'), coalesce(array_agg(m.queue_id), '{}') INTO v_ok, v_okq FROM moved m;
+        SELECT coalesce(array_agg(m.id), '{}'), coalesce(array_agg(m.queue_id), '{}'),
+               coalesce(array_agg(m.seq), '{}') INTO v_ok, v_okq, v_oks FROM moved m;
     END IF;
 
     -- The counters, once per queue (dead letters counted themselves), then the events queue's: counter
     -- rows are always taken in the order dead letter, queue, events, so two calls never deadlock.
-    FOR r IN SELECT u.q, count(*) AS n FROM unnest(v_okq) u(q) GROUP BY u.q ORDER BY u.q LOOP
+    FOR r IN SELECT u.q, count(*) AS n, min(u.seq) AS first FROM unnest(v_okq, v_oks) u(q, seq)
+             GROUP BY u.q ORDER BY u.q LOOP
         IF p_action = 'complete' THEN
             PERFORM work_count(r.q, 0, -r.n, 0, r.n, 0);
         ELSE
             PERFORM work_count(r.q, r.n, -r.n, 0, 0, 0);
+            PERFORM work_claim_head_back(r.q, r.first);
         END IF;
     END LOOP;
     IF p_action = 'complete' AND cardinality(v_ok) > 0 THEN
