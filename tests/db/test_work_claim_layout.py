@@ -4,7 +4,7 @@ listing by state finds live and ended messages alike."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from postbox import db
 from postbox.work import browse, messages, queues, scopes
@@ -126,7 +126,7 @@ def test_a_claim_that_comes_short_from_the_head_looks_behind_it(tenant):
     soon = (datetime.fromisoformat(_publish(tenant, s, q, "probe")["created_at"]).timestamp() + 1.5)
     probe_claim = _claim(tenant, s, q, 1, 60)  # the head moves past the probe
     assert len(probe_claim) == 1
-    delayed = _publish(tenant, s, q, "delayed", visible_at=datetime.fromtimestamp(soon, timezone.utc).isoformat())
+    delayed = _publish(tenant, s, q, "delayed", visible_at=datetime.fromtimestamp(soon, UTC).isoformat())
     later = _publish(tenant, s, q, "later")
     assert [m["id"] for m in _claim(tenant, s, q, 5, 60)] == [later["id"]]  # the head is now past both
     _head_only(q)
