@@ -18,6 +18,9 @@
 --   state; ended ones by `ended_state`, a stored column that is NULL while the message lives (so a
 --   claim does not change it) and its final state once it ends.
 -- * Expiry and aging sweeps walk indexes whose predicate is ended_at (not state).
+-- * A fifo queue's claims start at its claim head (work_claim_heads, below), past the dead and
+--   claimed entries at the front of the claim index.
+-- * The batch finish reads its items once and looks messages up only for refused items.
 
 ALTER TABLE work_messages SET (fillfactor = 50);
 ALTER TABLE work_messages
