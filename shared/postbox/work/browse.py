@@ -11,10 +11,22 @@ from .common import MESSAGE_NOT_FOUND, QUEUE_NOT_FOUND, SCOPE_NOT_FOUND, VIEW, d
 STATES = ("pending", "claimed", "completed", "failed", "dead_lettered", "cancelled", "expired")
 CHAIN_LIMIT = 1000
 
-_LIST = """
+LIVE_STATES = ("pending", "claimed")
+
+# Live messages through the index of live rows (filtered by state: a claim changes the state in
+# place, so no index holds it); ended ones through `ended_state`, set once a message ends.
+_LIST_LIVE = """
 SELECT m.seq, row_to_json(d)
 FROM work_messages m JOIN work_message_docs d ON d.id = m.id
-WHERE m.queue_id = (SELECT work_queue_of(%(s)s, %(q)s)).id AND m.state = %(state)s AND m.seq > %(after)s
+WHERE m.queue_id = (SELECT work_queue_of(%(s)s, %(q)s)).id AND m.ended_at IS NULL AND m.state = %(state)s
+  AND m.seq > %(after)s
+ORDER BY m.seq LIMIT %(n)s
+"""
+_LIST_ENDED = """
+SELECT m.seq, row_to_json(d)
+FROM work_messages m JOIN work_message_docs d ON d.id = m.id
+WHERE m.queue_id = (SELECT work_queue_of(%(s)s, %(q)s)).id AND m.ended_at IS NOT NULL
+  AND m.ended_state = %(state)s AND m.seq > %(after)s
 ORDER BY m.seq LIMIT %(n)s
 """
 
@@ -44,7 +56,8 @@ def list_messages(principal: Principal, scope_id: str, queue_id: str, state: str
     with db.transaction() as conn:
         _check_scope(conn, tenant_id, scope_id)
         with db.domain_errors():
-            rows = conn.execute(_LIST, {"s": scope_id, "q": queue_id, "state": state, "after": int(after),
+            query = _LIST_LIVE if state in LIVE_STATES else _LIST_ENDED
+            rows = conn.execute(query, {"s": scope_id, "q": queue_id, "state": state, "after": int(after),
                                         "n": limit + 1}).fetchall()
     rows, nxt = page(rows, limit, lambda r: r[0])
     return [r[1] for r in rows], nxt
