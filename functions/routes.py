@@ -48,6 +48,8 @@ def _rows(function: str, *pairs: tuple[str, str]) -> list[Route]:
 QUEUES = "/api/v1/queues"
 WORK = "/v1/modules/scaiqueue"
 WORK_QUEUE = WORK + "/scopes/{scope_id}/queues/{queue_id}"
+WORK_RULES = WORK + "/scopes/{scope_id}/routing-rules"
+WORK_SCHEMAS = WORK + "/scopes/{scope_id}/schemas"
 
 ROUTES: tuple[Route, ...] = tuple(
     []
@@ -141,6 +143,20 @@ ROUTES: tuple[Route, ...] = tuple(
         *[("POST", WORK + "/scopes/{scope_id}/messages/" + action + "-batch")
           for action in ("complete", "fail", "release")],
         ("GET", WORK + "/system-agents"),
+        ("POST", WORK_RULES),
+        ("GET", WORK_RULES),
+        ("POST", WORK_RULES + "/test"),
+        ("GET", WORK_RULES + "/{rule_id}"),
+        ("PATCH", WORK_RULES + "/{rule_id}"),
+        ("DELETE", WORK_RULES + "/{rule_id}"),
+        ("POST", WORK_RULES + "/{rule_id}/enable"),
+        ("POST", WORK_RULES + "/{rule_id}/disable"),
+        ("POST", WORK_SCHEMAS),
+        ("GET", WORK_SCHEMAS),
+        ("GET", WORK_SCHEMAS + "/{name}/{version}"),
+        ("DELETE", WORK_SCHEMAS + "/{name}/{version}"),
+        ("POST", WORK_SCHEMAS + "/{name}/{version}/validate"),
+        ("PUT", WORK_QUEUE + "/schema"),
     )
     # (each surface adds its own `+ _rows("<function>", ...)` block above this line)
 )

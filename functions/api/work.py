@@ -20,11 +20,17 @@ from functions.api.work_schema import (
     Claim,
     Complete,
     CreateQueue,
+    CreateRule,
     CreateScope,
+    DryRun,
     Extend,
     Fail,
     Publish,
+    QueueSchema,
+    RegisterSchema,
     Release,
+    UpdateRule,
+    ValidatePayload,
 )
 from functions.authorizer import key_from_headers
 from functions.observability import instrument
@@ -32,7 +38,7 @@ from functions.schedules import AGENTS
 from postbox import agents, jsoncodec
 from postbox.errors import Unauthorized
 from postbox.tenancy import Principal, require
-from postbox.work import browse, messages, queues, ratelimit, scopes
+from postbox.work import browse, messages, queues, ratelimit, routing, schemas, scopes
 from postbox.work.common import VIEW
 
 logger, metrics, lambda_handler = instrument("work")
@@ -249,6 +255,89 @@ def _batch_route(action: str) -> None:
 
 for _action in ("complete", "fail", "release"):
     _batch_route(_action)
+
+# ---- routing rules ------------------------------------------------------------------------------
+
+RULES = "/scopes/<scope_id>/routing-rules"
+
+
+@router.post(RULES)
+def create_rule(scope_id: str, body: Annotated[CreateRule, Body()]):
+    return data(routing.create_rule(caller(), scope_id, body.fields()), 201)
+
+
+@router.get(RULES)
+def list_rules(scope_id: str):
+    return data(routing.list_rules(caller(), scope_id))
+
+
+@router.post(RULES + "/test")
+def test_rules(scope_id: str, body: Annotated[DryRun, Body()]):
+    return data(routing.dry_run(caller(), scope_id, body.trigger, body.message.fields()))
+
+
+@router.get(RULES + "/<rule_id>")
+def get_rule(scope_id: str, rule_id: str):
+    return data(routing.get_rule(caller(), scope_id, rule_id))
+
+
+@router.patch(RULES + "/<rule_id>")
+def update_rule(scope_id: str, rule_id: str, body: Annotated[UpdateRule, Body()]):
+    return data(routing.update_rule(caller(), scope_id, rule_id, body.fields()))
+
+
+@router.delete(RULES + "/<rule_id>")
+def delete_rule(scope_id: str, rule_id: str):
+    routing.delete_rule(caller(), scope_id, rule_id)
+    return data({"id": rule_id, "deleted": True})
+
+
+@router.post(RULES + "/<rule_id>/enable")
+def enable_rule(scope_id: str, rule_id: str):
+    return data(routing.update_rule(caller(), scope_id, rule_id, {"enabled": True}))
+
+
+@router.post(RULES + "/<rule_id>/disable")
+def disable_rule(scope_id: str, rule_id: str):
+    return data(routing.update_rule(caller(), scope_id, rule_id, {"enabled": False}))
+
+
+# ---- message schemas ----------------------------------------------------------------------------
+
+SCHEMAS = "/scopes/<scope_id>/schemas"
+SCHEMA = SCHEMAS + "/<name>/<version>"
+
+
+@router.post(SCHEMAS)
+def register_schema(scope_id: str, body: Annotated[RegisterSchema, Body()]):
+    return data(schemas.register(caller(), scope_id, body.name, str(body.version), body.schema_), 201)
+
+
+@router.get(SCHEMAS)
+def list_schemas(scope_id: str):
+    return data(schemas.list_schemas(caller(), scope_id))
+
+
+@router.get(SCHEMA)
+def get_schema(scope_id: str, name: str, version: str):
+    return data(schemas.get_schema(caller(), scope_id, name, version))
+
+
+@router.post(SCHEMA + "/validate")
+def validate_payload(scope_id: str, name: str, version: str, body: Annotated[ValidatePayload, Body()]):
+    return data(schemas.validate(caller(), scope_id, name, version, body.payload))
+
+
+@router.delete(SCHEMA)
+def deprecate_schema(scope_id: str, name: str, version: str):
+    return data(schemas.deprecate(caller(), scope_id, name, version))
+
+
+@router.put(QUEUE + "/schema")
+def queue_schema(scope_id: str, queue_id: str, body: Annotated[QueueSchema, Body()]):
+    version = None if body.version is None else str(body.version)
+    return data(schemas.bind_queue(caller(), scope_id, queue_id, body.name, version))
+
 
 # ---- system agents ------------------------------------------------------------------------------
 
