@@ -157,6 +157,10 @@ ROUTES: tuple[Route, ...] = tuple(
         ("DELETE", WORK_SCHEMAS + "/{name}/{version}"),
         ("POST", WORK_SCHEMAS + "/{name}/{version}/validate"),
         ("PUT", WORK_QUEUE + "/schema"),
+        ("POST", WORK + "/scopes/{scope_id}/hitl-patterns"),
+        ("GET", WORK + "/scopes/{scope_id}/hitl-patterns"),
+        ("GET", WORK + "/scopes/{scope_id}/hitl-patterns/{name}/{version}"),
+        ("POST", WORK + "/scopes/{scope_id}/hitl-patterns/{name}/expand"),
     )
     # (each surface adds its own `+ _rows("<function>", ...)` block above this line)
 )

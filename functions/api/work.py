@@ -23,10 +23,12 @@ from functions.api.work_schema import (
     CreateRule,
     CreateScope,
     DryRun,
+    ExpandPattern,
     Extend,
     Fail,
     Publish,
     QueueSchema,
+    RegisterPattern,
     RegisterSchema,
     Release,
     UpdateRule,
@@ -38,7 +40,7 @@ from functions.schedules import AGENTS
 from postbox import agents, jsoncodec
 from postbox.errors import Unauthorized
 from postbox.tenancy import Principal, require
-from postbox.work import browse, messages, queues, ratelimit, routing, schemas, scopes
+from postbox.work import browse, hitl, messages, queues, ratelimit, routing, schemas, scopes
 from postbox.work.common import VIEW
 
 logger, metrics, lambda_handler = instrument("work")
@@ -337,6 +339,31 @@ def deprecate_schema(scope_id: str, name: str, version: str):
 def queue_schema(scope_id: str, queue_id: str, body: Annotated[QueueSchema, Body()]):
     version = None if body.version is None else str(body.version)
     return data(schemas.bind_queue(caller(), scope_id, queue_id, body.name, version))
+
+
+# ---- HITL patterns ------------------------------------------------------------------------------
+
+PATTERNS = "/scopes/<scope_id>/hitl-patterns"
+
+
+@router.post(PATTERNS)
+def register_pattern(scope_id: str, body: Annotated[RegisterPattern, Body()]):
+    return data(hitl.register(caller(), scope_id, body.fields()), 201)
+
+
+@router.get(PATTERNS)
+def list_patterns(scope_id: str):
+    return data(hitl.list_patterns(caller(), scope_id))
+
+
+@router.get(PATTERNS + "/<name>/<version>")
+def get_pattern(scope_id: str, name: str, version: str):
+    return data(hitl.get_pattern(caller(), scope_id, name, version))
+
+
+@router.post(PATTERNS + "/<name>/expand")
+def expand_pattern(scope_id: str, name: str, body: Annotated[ExpandPattern, Body()]):
+    return data(hitl.expand_pattern(caller(), scope_id, name, str(body.version), body.parameters or {}))
 
 
 # ---- system agents ------------------------------------------------------------------------------

@@ -63,6 +63,14 @@ class Priority(_Strict):
     score: Annotated[int, Field(ge=0, le=1000)] = 500
 
 
+class PatternRef(_Strict):
+    """A HITL pattern a message's spec is expanded from."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")]
+    version: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")] | Annotated[int, Field(ge=0)]
+    parameters: dict[str, str | int | float | bool | None] | None = None
+
+
 class Publish(_Strict):
     body: str | dict[str, Any]
     type: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")] = "task"
@@ -78,7 +86,14 @@ class Publish(_Strict):
     visibility_timeout_s: Annotated[int, Field(ge=1, le=MAX_VISIBILITY_S)] | None = None
     idempotency_key: Text | None = None
     hitl_spec: dict[str, Any] | None = None
+    hitl_pattern: PatternRef | None = None
     visible_at: datetime | None = Field(default=None, strict=False)
+
+    @model_validator(mode="after")
+    def _one_spec(self) -> Publish:
+        if self.hitl_spec is not None and self.hitl_pattern is not None:
+            raise ValueError("give hitl_spec or hitl_pattern, not both")
+        return self
 
 
 class Claim(_Strict):
@@ -291,3 +306,63 @@ class QueueSchema(_Strict):
         if self.name is not None and self.version is None:
             raise ValueError("a schema is named by `name` and `version`")
         return self
+
+
+# ---- HITL patterns ------------------------------------------------------------------------------
+
+
+class HitlContext(_Strict):
+    title: Annotated[str, Field(max_length=1000)] | None = None
+    content: Annotated[str, Field(max_length=100_000)] | None = None
+
+
+class HitlDecision(_Strict):
+    field: Annotated[str, Field(min_length=1, max_length=128)]
+    options: Annotated[list[Annotated[str, Field(max_length=256)]], Field(min_length=1, max_length=100)] | None = None
+
+
+class HitlInput(_Strict):
+    field: Annotated[str, Field(min_length=1, max_length=128)]
+    kind: Literal["text", "number", "boolean", "json"] = "text"
+    required: bool = False
+    label: Annotated[str, Field(max_length=1000)] | None = None
+
+
+class HitlSpec(_Strict):
+    """A pattern's spec: what a reviewer sees (`context`), decides (`decision`) and fills (`input`)."""
+
+    context: HitlContext | None = None
+    decision: HitlDecision | None = None
+    input: Annotated[list[HitlInput], Field(max_length=100)] | None = None
+    timeout_s: Annotated[int, Field(ge=1, le=30 * 24 * 3600)] | None = None
+
+
+class HitlParameter(_Strict):
+    name: Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
+    description: Annotated[str, Field(max_length=1000)] | None = None
+    required: bool = True
+    default: Annotated[str, Field(max_length=10_000)] | None = None
+
+
+class RegisterPattern(_Strict):
+    name: Annotated[str, Field(pattern=NAME)]
+    version: Version
+    spec: HitlSpec
+    parameters: Annotated[list[HitlParameter], Field(max_length=100)] | None = None
+
+    @model_validator(mode="after")
+    def _unique_parameters(self) -> RegisterPattern:
+        names = [p.name for p in self.parameters or []]
+        if len(names) != len(set(names)):
+            raise ValueError("parameter names must be unique")
+        return self
+
+    def fields(self) -> dict[str, Any]:
+        out = super().fields()
+        out["version"] = str(out["version"])
+        return out
+
+
+class ExpandPattern(_Strict):
+    version: Version
+    parameters: dict[str, str | int | float | bool | None] | None = None

@@ -230,3 +230,66 @@ BEGIN
     END IF;
     RETURN work_route(p_tenant, s, q, p_msg, p_source, 0);
 END $$;
+
+-- ---- HITL patterns ------------------------------------------------------------------------------
+
+-- Reusable human-in-the-loop specs with `{{key}}` placeholders, expanded by the caller (plain text
+-- substitution, never evaluated). A pattern never changes once registered: register a new version.
+CREATE TABLE work_hitl_patterns (
+    id          uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    scope_id    uuid NOT NULL REFERENCES work_scopes(id) ON DELETE CASCADE,
+    name        text NOT NULL,
+    version     text NOT NULL,
+    spec        jsonb NOT NULL,
+    parameters  jsonb NOT NULL DEFAULT '[]',
+    created_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    UNIQUE (scope_id, name, version)
+);
+
+-- What is wrong with a reviewer's response to a HITL spec, as [{field, message}] (empty: fits).
+-- The spec's `decision` {field, options} needs response[field] to be one of the options; each of
+-- its `input` [{field, kind, required}] needs a value of its kind (text, number, boolean; any
+-- other kind takes anything) when required or given.
+CREATE FUNCTION work_hitl_errors(p_spec jsonb, p_response jsonb) RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(jsonb_agg(e.err ORDER BY e.n), '[]') FROM (
+        SELECT 0 AS n, jsonb_build_object('field', 'response.' || (p_spec#>>'{decision,field}'), 'message',
+                    CASE WHEN jsonb_typeof(p_spec#>'{decision,options}') = 'array'
+                         THEN 'must be one of ' || (p_spec#>'{decision,options}')::text ELSE 'required' END) AS err
+        FROM (SELECT nullif(p_response->(p_spec#>>'{decision,field}'), 'null'::jsonb) AS v) d
+        WHERE jsonb_typeof(p_spec->'decision') = 'object' AND p_spec#>>'{decision,field}' IS NOT NULL
+          AND NOT CASE WHEN jsonb_typeof(p_spec#>'{decision,options}') = 'array'
+                       THEN coalesce(jsonb_typeof(d.v) = 'string'
+                                     AND p_spec#>'{decision,options}' @> jsonb_build_array(d.v), false)
+                       ELSE d.v IS NOT NULL END
+        UNION ALL
+        SELECT i.n, jsonb_build_object('field', 'response.' || (i.f->>'field'), 'message',
+                    CASE WHEN v IS NULL THEN 'required' ELSE 'must be ' || (i.f->>'kind') END)
+        FROM jsonb_array_elements(CASE WHEN jsonb_typeof(p_spec->'input') = 'array' THEN p_spec->'input'
+                                       ELSE '[]' END) WITH ORDINALITY AS i(f, n)
+        CROSS JOIN LATERAL (SELECT nullif(p_response->(i.f->>'field'), 'null'::jsonb) AS v) x
+        WHERE (v IS NULL AND coalesce((i.f->>'required')::boolean, false))
+           OR (v IS NOT NULL AND (i.f->>'kind') IN ('text', 'number', 'boolean')
+               AND jsonb_typeof(v) <> CASE i.f->>'kind' WHEN 'text' THEN 'string' ELSE i.f->>'kind' END)
+    ) e
+$$;
+
+-- Complete a message as work_finish does, once the response fits the message's HITL spec: a
+-- refusal is VALIDATION_ERROR whose HINT holds the [{field, message}] list. A message without a
+-- spec (or whose spec has neither decision nor input) completes with any response.
+CREATE FUNCTION work_complete_checked(p_tenant uuid, p_scope uuid, p_item jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_spec jsonb;
+    v_errors jsonb;
+BEGIN
+    SELECT m.hitl_spec INTO v_spec FROM work_messages m
+    WHERE m.id = (p_item->>'id')::uuid AND m.scope_id = p_scope AND m.tenant_id = p_tenant AND m.state = 'claimed';
+    IF v_spec IS NOT NULL AND (v_spec ? 'decision' OR v_spec ? 'input') THEN
+        v_errors := work_hitl_errors(v_spec, coalesce(p_item->'response', '{}'));
+        IF jsonb_array_length(v_errors) > 0 THEN
+            RAISE EXCEPTION USING ERRCODE = 'PB422', DETAIL = 'VALIDATION_ERROR', HINT = v_errors::text,
+                MESSAGE = 'The response does not fit the message''s HITL spec.';
+        END IF;
+    END IF;
+    RETURN work_finish(p_tenant, p_scope, 'complete', p_item);
+END $$;

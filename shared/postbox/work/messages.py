@@ -15,7 +15,7 @@ from typing import Any
 from .. import db
 from ..errors import Conflict
 from ..tenancy import Principal, require
-from . import schemas
+from . import hitl, schemas
 from .common import CONSUME, MANAGE, MESSAGE_NOT_FOUND, PUBLISH, QUEUE_NOT_FOUND, SCOPE_NOT_FOUND, as_json, parse_id
 
 SCHEMA_STALE = "SCAIQUEUE_SCHEMA_STALE"
@@ -26,6 +26,9 @@ def publish(principal: Principal, scope_id: str, queue_id: str, message: dict[st
     """(the message, whether it replays an earlier publish with the same idempotency key)."""
     tenant_id = require(principal, PUBLISH)
     scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
+    if message.get("hitl_pattern") is not None:  # a pattern named: its spec, expanded, is the message's
+        message = {**message, "hitl_spec": hitl.spec_for_publish(tenant_id, scope_id, message["hitl_pattern"])}
+    message.pop("hitl_pattern", None)
     schema_id = schemas.believed(queue_id)
     for attempt in range(3):
         schema_id = schemas.checked(queue_id, schema_id, message.get("body"))
@@ -59,6 +62,10 @@ def finish(principal: Principal, scope_id: str, message_id: str, action: str, it
     tenant_id = require(principal, ACTIONS[action])
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     item = {**item, "id": parse_id(message_id, MESSAGE_NOT_FOUND)}
+    if action == "complete":  # the response must fit the message's HITL spec, if it has one
+        with db.connection() as conn, db.domain_errors(), hitl.response_errors():
+            return conn.execute("SELECT work_complete_checked(%s, %s, %s::jsonb)",
+                                (tenant_id, scope_id, as_json(item))).fetchone()[0]
     with db.connection() as conn, db.domain_errors():
         return conn.execute("SELECT work_finish(%s, %s, %s, %s::jsonb)",
                             (tenant_id, scope_id, action, as_json(item))).fetchone()[0]
