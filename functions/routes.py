@@ -50,6 +50,7 @@ WORK = "/v1/modules/scaiqueue"
 WORK_QUEUE = WORK + "/scopes/{scope_id}/queues/{queue_id}"
 WORK_RULES = WORK + "/scopes/{scope_id}/routing-rules"
 WORK_SCHEMAS = WORK + "/scopes/{scope_id}/schemas"
+WORK_SUB = WORK + "/scopes/{scope_id}/subscriptions/{sub_id}"
 
 ROUTES: tuple[Route, ...] = tuple(
     []
@@ -161,6 +162,14 @@ ROUTES: tuple[Route, ...] = tuple(
         ("GET", WORK + "/scopes/{scope_id}/hitl-patterns"),
         ("GET", WORK + "/scopes/{scope_id}/hitl-patterns/{name}/{version}"),
         ("POST", WORK + "/scopes/{scope_id}/hitl-patterns/{name}/expand"),
+        ("POST", WORK + "/scopes/{scope_id}/subscriptions"),
+        ("GET", WORK + "/scopes/{scope_id}/subscriptions"),
+        ("GET", WORK_SUB),
+        ("PATCH", WORK_SUB),
+        ("DELETE", WORK_SUB),
+        *[("POST", WORK_SUB + "/" + action) for action in ("pause", "resume", "claim")],
+        *[("POST", WORK_SUB + "/messages/{msg_id}/" + action) for action in ("complete", "fail", "release")],
+        ("POST", WORK + "/subscriptions/{sub_id}/check-processed"),
     )
     # (each surface adds its own `+ _rows("<function>", ...)` block above this line)
 )

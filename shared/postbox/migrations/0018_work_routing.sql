@@ -1,12 +1,9 @@
--- The work surface, part 2: routing rules, message schemas, and the publish that applies both.
---
--- Routing runs inside the publish call: the rules choose the message's queue (and changes) before
--- the one INSERT, so a message is never visible in two places or in none. A publish is
--- `work_publish_routed`, which evaluates the scope's enabled `message_published` rules and then
--- calls `work_publish` (0013, unchanged) for the queue they chose.
+-- The work surface, part 2: the registries a publish consults. Message schemas (a queue names the
+-- one its bodies must satisfy), routing rules with their condition language, and HITL patterns
+-- with the check of a reviewer's response at complete. The publish path that applies rules and
+-- fans out to subscriptions is in 0019.
 -- Schemas are validated by the caller (JSON Schema needs a validator library); the publish only
--- checks that the caller validated against the schema the queue names now (SCAIQUEUE_SCHEMA_STALE
--- otherwise, which the caller answers by loading that schema and trying again).
+-- checks that the caller validated against the schema the queue names now.
 
 -- ---- message schemas ----------------------------------------------------------------------------
 
@@ -147,89 +144,6 @@ RETURNS work_routing_rules LANGUAGE sql STABLE AS $$
     ORDER BY r.priority, r.created_at, r.id
     LIMIT 1
 $$;
-
--- Route one publish from queue p_queue after p_hops hops: rules are applied until one ends the
--- walk (transform, escalate, archive, copy) or none matches; route moves on to the target queue
--- and its rules. A 6th route or copy is not applied: the message stays where it is, with the
--- label `routing.stopped` saying why. Answers work_publish's {message, replayed}.
-CREATE FUNCTION work_route(p_tenant uuid, s work_scopes, p_queue work_queues, p_msg jsonb, p_source text, p_hops int)
-RETURNS jsonb LANGUAGE plpgsql AS $$
-DECLARE
-    q work_queues := p_queue;
-    r work_routing_rules;
-    v_msg jsonb := p_msg;
-    v_hops int := p_hops;
-    v_copy_to bigint;
-    v_archive text;
-    v_answer jsonb;
-    v_id uuid;
-    c work_queues;
-BEGIN
-    LOOP
-        r := work_first_rule(s.id, 'message_published', q, v_msg);
-        EXIT WHEN r.id IS NULL;
-        IF r.action->>'type' IN ('route', 'copy') AND v_hops >= 5 THEN
-            v_msg := jsonb_set(v_msg, '{labels}', coalesce(v_msg->'labels', '{}') || jsonb_build_object(
-                'routing.stopped', format('loop breaker: %s hops; rule %s not applied', v_hops, r.name)));
-            EXIT;
-        END IF;
-        CASE r.action->>'type'
-            WHEN 'route' THEN
-                SELECT * INTO q FROM work_queues WHERE id = r.target_queue;
-                v_hops := v_hops + 1;
-            WHEN 'copy' THEN
-                v_copy_to := r.target_queue;
-                EXIT;
-            WHEN 'archive' THEN
-                v_archive := r.name;
-                EXIT;
-            ELSE  -- transform, escalate
-                v_msg := work_rule_apply(r.action, v_msg);
-                EXIT;
-        END CASE;
-    END LOOP;
-    v_answer := work_publish(p_tenant, s.id, q.queue_id, v_msg, p_source);
-    IF (v_answer->>'replayed')::boolean THEN
-        RETURN v_answer;
-    END IF;
-    v_id := (v_answer#>>'{message,id}')::uuid;
-    IF v_archive IS NOT NULL THEN  -- ends at once, before anyone could claim it (same transaction)
-        UPDATE work_messages SET state = 'archived', ended_at = clock_timestamp(), updated_at = clock_timestamp(),
-               failure_reason = format('archived by routing rule %s', v_archive)
-        WHERE id = v_id;
-        PERFORM work_count(q.id, -1, 0, 0, 0, 0);
-        RETURN jsonb_build_object('message', work_message_doc(v_id), 'replayed', false);
-    END IF;
-    IF v_copy_to IS NOT NULL THEN  -- a child in the target queue, routed in its turn
-        SELECT * INTO c FROM work_queues WHERE id = v_copy_to;
-        PERFORM work_route(p_tenant, s, c,
-                           (v_msg - 'idempotency_key') || jsonb_build_object('parent_id', v_id, 'causation_id', v_id),
-                           p_source, v_hops + 1);
-    END IF;
-    RETURN v_answer;
-END $$;
-
--- A publish as the API makes it: routing applied, and the schema the caller validated the body
--- against (p_schema, NULL for none) checked to be the one the queue names now.
-CREATE FUNCTION work_publish_routed(p_tenant uuid, p_scope uuid, p_queue uuid, p_msg jsonb, p_source text,
-                                    p_schema uuid)
-RETURNS jsonb LANGUAGE plpgsql AS $$
-DECLARE
-    s work_scopes;
-    q work_queues;
-BEGIN
-    s := work_scope_of(p_tenant, p_scope);
-    q := work_queue_of(p_scope, p_queue);
-    IF q.schema_id IS DISTINCT FROM p_schema THEN
-        RAISE EXCEPTION USING ERRCODE = 'PB409', DETAIL = 'SCAIQUEUE_SCHEMA_STALE',
-            MESSAGE = coalesce(q.schema_id::text, '');
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM work_routing_rules WHERE scope_id = s.id AND trigger = 'message_published'
-                   AND enabled) THEN
-        RETURN work_publish(p_tenant, p_scope, p_queue, p_msg, p_source);
-    END IF;
-    RETURN work_route(p_tenant, s, q, p_msg, p_source, 0);
-END $$;
 
 -- ---- HITL patterns ------------------------------------------------------------------------------
 
