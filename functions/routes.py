@@ -170,6 +170,10 @@ ROUTES: tuple[Route, ...] = tuple(
         *[("POST", WORK_SUB + "/" + action) for action in ("pause", "resume", "claim")],
         *[("POST", WORK_SUB + "/messages/{msg_id}/" + action) for action in ("complete", "fail", "release")],
         ("POST", WORK + "/subscriptions/{sub_id}/check-processed"),
+        ("GET", WORK + "/scopes/{scope_id}/streams"),
+        ("GET", WORK + "/scopes/{scope_id}/streams/{stream_id}"),
+        ("POST", WORK + "/scopes/{scope_id}/streams/{stream_id}/cancel"),
+        ("GET", WORK + "/scopes/{scope_id}/streams/{stream_id}/assembled"),
     )
     # (each surface adds its own `+ _rows("<function>", ...)` block above this line)
 )

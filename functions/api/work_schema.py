@@ -70,6 +70,14 @@ class PatternRef(_Strict):
     parameters: dict[str, str | int | float | bool | None] | None = None
 
 
+class StreamChunk(_Strict):
+    """Marks a published message as chunk `seq` of the stream `id` (`final`: the last one)."""
+
+    id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")]
+    seq: Annotated[int, Field(ge=0, le=10_000_000)]
+    final: bool = False
+
+
 class Publish(_Strict):
     body: str | dict[str, Any]
     type: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")] = "task"
@@ -86,6 +94,7 @@ class Publish(_Strict):
     idempotency_key: Text | None = None
     hitl_spec: dict[str, Any] | None = None
     hitl_pattern: PatternRef | None = None
+    stream: StreamChunk | None = None
     visible_at: datetime | None = Field(default=None, strict=False)
 
     @model_validator(mode="after")

@@ -1,4 +1,5 @@
--- The work surface, part 2: subscriptions, and the publish path that routes and fans out.
+-- The work surface, part 2: subscriptions, chunk streams, and the publish path that records
+-- chunks, routes and fans out.
 --
 -- A subscription binds a subscriber to a broadcast queue with a filter (the routing condition
 -- language). Each message published into a broadcast queue gets one delivery per active
@@ -150,10 +151,102 @@ BEGIN
     RETURN v_answer;
 END $$;
 
--- A publish as the API makes it: routing applied, fanned out to subscriptions on a broadcast
--- queue, and the schema the caller validated the body against (p_schema, NULL for none) checked
--- to be the one the queue names now (SCAIQUEUE_SCHEMA_STALE otherwise, its message the schema id,
--- which the caller answers by checking the body against that schema and trying again).
+-- A publish into a queue once its scope, queue and schema are checked: routing applied (when the
+-- scope has enabled rules) and fanned out to subscriptions on a broadcast queue.
+CREATE FUNCTION work_publish_into(p_tenant uuid, s work_scopes, q work_queues, p_msg jsonb, p_source text)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM work_routing_rules WHERE scope_id = s.id AND trigger = 'message_published'
+                   AND enabled) THEN
+        RETURN work_fan_out(q, work_publish(p_tenant, s.id, q.queue_id, p_msg, p_source), p_msg);
+    END IF;
+    RETURN work_route(p_tenant, s, q, p_msg, p_source, 0);
+END $$;
+
+-- ---- chunk streams ------------------------------------------------------------------------------
+
+-- A stream: chunks published as messages carrying `stream` {id, seq, final}, assembled in `seq`
+-- order. It is `complete` once the final chunk and every chunk before it arrived, `cancelled` when
+-- cancelled while open (no chunk is accepted then).
+CREATE TABLE work_streams (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    scope_id     uuid NOT NULL REFERENCES work_scopes(id) ON DELETE CASCADE,
+    stream_key   text NOT NULL,
+    queue_id     bigint REFERENCES work_queues(id) ON DELETE SET NULL,  -- where its first chunk went
+    state        text NOT NULL DEFAULT 'open' CHECK (state IN ('open', 'complete', 'cancelled')),
+    chunks       int NOT NULL DEFAULT 0,
+    final_seq    int,
+    created_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    ended_at     timestamptz,
+    UNIQUE (scope_id, stream_key)
+);
+CREATE INDEX work_streams_state ON work_streams (scope_id, state, created_at);
+
+CREATE TABLE work_stream_chunks (
+    stream      bigint NOT NULL REFERENCES work_streams(id) ON DELETE CASCADE,
+    seq         int NOT NULL,
+    message_id  uuid NOT NULL REFERENCES work_messages(id) ON DELETE CASCADE,
+    PRIMARY KEY (stream, seq)
+);
+CREATE INDEX work_stream_chunks_message ON work_stream_chunks (message_id);
+
+-- Publish one chunk. The stream row is locked, so chunks of one stream are recorded one at a time:
+-- a sequence number seen before answers its original message (replayed; another body is
+-- SCAIQUEUE_IDEMPOTENCY_CONFLICT); chunks may arrive in any order; none is accepted past the final
+-- one or into a cancelled stream (SCAIQUEUE_INVALID_TRANSITION). The chunk message carries the
+-- labels `stream.id`, `stream.seq` and, for the last one, `stream.final`.
+CREATE FUNCTION work_stream_chunk(p_tenant uuid, s work_scopes, q work_queues, p_msg jsonb, p_source text)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    st work_streams;
+    v_key text := p_msg#>>'{stream,id}';
+    v_seq int := (p_msg#>>'{stream,seq}')::int;
+    v_final boolean := coalesce((p_msg#>>'{stream,final}')::boolean, false);
+    v_dup uuid;
+    v_answer jsonb;
+    v_msg jsonb;
+BEGIN
+    INSERT INTO work_streams (scope_id, stream_key, queue_id) VALUES (s.id, v_key, q.id)
+    ON CONFLICT (scope_id, stream_key) DO NOTHING;
+    SELECT * INTO st FROM work_streams WHERE scope_id = s.id AND stream_key = v_key FOR UPDATE;
+    SELECT message_id INTO v_dup FROM work_stream_chunks WHERE stream = st.id AND seq = v_seq;
+    IF v_dup IS NOT NULL THEN
+        IF (SELECT body FROM work_messages WHERE id = v_dup) IS DISTINCT FROM p_msg->'body' THEN
+            RAISE EXCEPTION USING ERRCODE = 'PB409', DETAIL = 'SCAIQUEUE_IDEMPOTENCY_CONFLICT',
+                MESSAGE = format('Chunk %s of stream %s was published with a different body.', v_seq, v_key);
+        END IF;
+        RETURN jsonb_build_object('message', work_message_doc(v_dup), 'replayed', true);
+    END IF;
+    IF st.state = 'cancelled' THEN
+        RAISE EXCEPTION USING ERRCODE = 'PB409', DETAIL = 'SCAIQUEUE_INVALID_TRANSITION',
+            MESSAGE = format('Stream %s is cancelled.', v_key);
+    END IF;
+    IF (st.final_seq IS NOT NULL AND (v_seq > st.final_seq OR v_final))
+       OR (v_final AND EXISTS (SELECT 1 FROM work_stream_chunks WHERE stream = st.id AND seq > v_seq)) THEN
+        RAISE EXCEPTION USING ERRCODE = 'PB409', DETAIL = 'SCAIQUEUE_INVALID_TRANSITION',
+            MESSAGE = format('Chunk %s does not fit stream %s: its final chunk is %s.', v_seq, v_key,
+                             coalesce(st.final_seq, (SELECT max(seq) FROM work_stream_chunks WHERE stream = st.id)));
+    END IF;
+    v_msg := jsonb_set(p_msg, '{labels}', coalesce(p_msg->'labels', '{}') || jsonb_build_object(
+        'stream.id', v_key, 'stream.seq', v_seq::text) || CASE WHEN v_final THEN '{"stream.final": "true"}'::jsonb
+                                                                ELSE '{}' END);
+    v_answer := work_publish_into(p_tenant, s, q, v_msg, p_source);
+    INSERT INTO work_stream_chunks (stream, seq, message_id) VALUES (st.id, v_seq, (v_answer#>>'{message,id}')::uuid);
+    UPDATE work_streams
+    SET chunks = chunks + 1, final_seq = CASE WHEN v_final THEN v_seq ELSE final_seq END,
+        state = CASE WHEN coalesce(CASE WHEN v_final THEN v_seq END, final_seq) = chunks THEN 'complete' ELSE state END,
+        ended_at = CASE WHEN coalesce(CASE WHEN v_final THEN v_seq END, final_seq) = chunks THEN clock_timestamp() END,
+        updated_at = clock_timestamp()
+    WHERE id = st.id;
+    RETURN v_answer;
+END $$;
+
+-- A publish as the API makes it: a chunk recorded in its stream, routing applied, fanned out to
+-- subscriptions on a broadcast queue, and the schema the caller validated the body against
+-- (p_schema, NULL for none) checked to be the one the queue names now (SCAIQUEUE_SCHEMA_STALE
+-- otherwise, its message the schema id, which the caller answers by checking the body against
+-- that schema and trying again).
 CREATE FUNCTION work_publish_routed(p_tenant uuid, p_scope uuid, p_queue uuid, p_msg jsonb, p_source text,
                                     p_schema uuid)
 RETURNS jsonb LANGUAGE plpgsql AS $$
@@ -167,13 +260,11 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'PB409', DETAIL = 'SCAIQUEUE_SCHEMA_STALE',
             MESSAGE = coalesce(q.schema_id::text, '');
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM work_routing_rules WHERE scope_id = s.id AND trigger = 'message_published'
-                   AND enabled) THEN
-        RETURN work_fan_out(q, work_publish(p_tenant, p_scope, p_queue, p_msg, p_source), p_msg);
+    IF p_msg ? 'stream' THEN
+        RETURN work_stream_chunk(p_tenant, s, q, p_msg, p_source);
     END IF;
-    RETURN work_route(p_tenant, s, q, p_msg, p_source, 0);
+    RETURN work_publish_into(p_tenant, s, q, p_msg, p_source);
 END $$;
-
 
 -- ---- deliveries ---------------------------------------------------------------------------------
 
