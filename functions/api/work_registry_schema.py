@@ -250,6 +250,7 @@ class ExpandPattern(_Strict):
 
 UUID_TEXT = r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"
 InFlight = Annotated[int, Field(ge=1, le=10_000)]
+PushUrl = Annotated[str, Field(max_length=2048, pattern=r"^https?://[^\s/?#]+[^\s]*$")]
 
 
 class CreateSubscription(_Strict):
@@ -258,6 +259,7 @@ class CreateSubscription(_Strict):
     queue_id: Annotated[str, Field(pattern=UUID_TEXT)]
     filter: Condition | None = None
     delivery_mode: Literal["pull", "push"] = "pull"
+    push_url: PushUrl | None = None
     auto_claim: bool = False
     max_in_flight: InFlight = 100
 
@@ -268,6 +270,7 @@ class CreateSubscription(_Strict):
 class UpdateSubscription(_Strict):
     filter: Condition | None = None
     delivery_mode: Literal["pull", "push"] | None = None
+    push_url: PushUrl | None = None
     auto_claim: bool | None = None
     max_in_flight: InFlight | None = None
 

@@ -108,14 +108,14 @@ def test_last_failure_dead_letters_the_delivery_only(tenant, scope, feed):
     assert subscriptions.processed(tenant.principal, b["id"], [m["id"]]) == {m["id"]: True}
 
 
-def test_subscriptions_need_a_broadcast_queue_and_pull(tenant, scope, feed):
+def test_subscriptions_need_a_broadcast_queue_and_a_push_url_for_push(tenant, scope, feed):
     plain = queues.create_queue(tenant.principal, scope["id"], {"slug": "plain"})
     with pytest.raises(Unprocessable) as e:
         _sub(tenant, scope, plain)
     assert e.value.details["fields"][0]["field"] == "queue_id"
     with pytest.raises(Unprocessable) as e:
         _sub(tenant, scope, feed, delivery_mode="push")
-    assert e.value.details["fields"][0]["field"] == "delivery_mode"
+    assert e.value.details["fields"][0]["field"] == "push_url"
 
 
 def test_deleting_a_subscription_settles_messages_waiting_for_it(tenant, scope, feed):

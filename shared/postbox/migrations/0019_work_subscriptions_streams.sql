@@ -20,6 +20,8 @@ CREATE TABLE work_subscriptions (
     subscriber_id    text NOT NULL,
     filter           jsonb,
     delivery_mode    text NOT NULL DEFAULT 'pull' CHECK (delivery_mode IN ('pull', 'push')),
+    push_url         text,             -- push: where the agent POSTs each delivery
+    push_secret      text,             -- push: the HMAC-SHA256 key of its signature (shown once)
     auto_claim       boolean NOT NULL DEFAULT false,
     max_in_flight    int NOT NULL DEFAULT 100,
     state            text NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'paused')),
@@ -28,6 +30,7 @@ CREATE TABLE work_subscriptions (
 );
 CREATE INDEX work_subscriptions_queue ON work_subscriptions (queue_id) WHERE state = 'active';
 CREATE INDEX work_subscriptions_scope ON work_subscriptions (scope_id, created_at);
+CREATE INDEX work_subscriptions_push ON work_subscriptions (id) WHERE delivery_mode = 'push' AND state = 'active';
 
 CREATE TABLE work_deliveries (
     subscription_id  uuid NOT NULL REFERENCES work_subscriptions(id) ON DELETE CASCADE,
@@ -449,3 +452,18 @@ BEGIN
             FROM unnest(p_ids) u(id)
             LEFT JOIN work_deliveries d ON d.subscription_id = x.id AND d.message_id = u.id);
 END $$;
+
+-- Active push subscriptions with deliveries to post now (pending and visible, or claims whose
+-- time ran out): what the push agent works through, oldest subscription first.
+CREATE FUNCTION work_push_due(p_limit int)
+RETURNS TABLE (id uuid, tenant_id uuid, scope_id uuid, push_url text, push_secret text, max_in_flight int)
+LANGUAGE sql STABLE AS $$
+    SELECT x.id, x.tenant_id, x.scope_id, x.push_url, x.push_secret, x.max_in_flight
+    FROM work_subscriptions x
+    WHERE x.delivery_mode = 'push' AND x.state = 'active'
+      AND (EXISTS (SELECT 1 FROM work_deliveries d WHERE d.subscription_id = x.id AND d.state = 'pending'
+                   AND d.visible_at <= clock_timestamp())
+           OR EXISTS (SELECT 1 FROM work_deliveries d WHERE d.subscription_id = x.id AND d.state = 'claimed'
+                      AND d.visible_at <= clock_timestamp()))
+    ORDER BY x.created_at LIMIT p_limit
+$$;

@@ -3,11 +3,13 @@
 Deliveries are written by the publish (one per active subscription whose filter matches) and
 claimed, completed, failed and released through the subscription, each one SQL call
 (`work_delivery_claim`, `work_delivery_finish`); so every subscription processes every message
-once, independently of the others. Pull delivery only in this release.
+once, independently of the others. Push subscriptions are delivered by an agent (`push`); their
+signing secret is answered once, when it is made.
 """
 
 from __future__ import annotations
 
+import secrets
 import uuid
 from typing import Any
 
@@ -25,8 +27,8 @@ ACTIONS = ("complete", "fail", "release")
 _DOC = """jsonb_build_object(
     'id', x.id, 'scope_id', x.scope_id, 'queue_id', (SELECT queue_id FROM work_queues WHERE id = x.queue_id),
     'subscriber_type', x.subscriber_type, 'subscriber_id', x.subscriber_id, 'filter', x.filter,
-    'delivery_mode', x.delivery_mode, 'auto_claim', x.auto_claim, 'max_in_flight', x.max_in_flight,
-    'state', x.state, 'created_at', x.created_at, 'updated_at', x.updated_at,
+    'delivery_mode', x.delivery_mode, 'push_url', x.push_url, 'auto_claim', x.auto_claim,
+    'max_in_flight', x.max_in_flight, 'state', x.state, 'created_at', x.created_at, 'updated_at', x.updated_at,
     'deliveries', (SELECT jsonb_build_object(
         'pending', count(*) FILTER (WHERE d.state = 'pending'),
         'in_flight', count(*) FILTER (WHERE d.state = 'claimed'),
@@ -59,17 +61,22 @@ def _one(conn: psycopg.Connection, scope_id: str, sub_id: str) -> dict[str, Any]
     return row[0]
 
 
-def _no_push(fields: dict[str, Any]) -> None:
-    if fields.get("delivery_mode") == "push":
-        raise Unprocessable("Push delivery is not available yet: use pull.",
-                            fields=[{"field": "delivery_mode", "message": "push delivery is not available yet"}])
+def _new_secret() -> str:
+    return "whsec_" + secrets.token_hex(24)
+
+
+def _push_needs_url(mode: str | None, url: str | None) -> None:
+    if mode == "push" and not url:
+        raise Unprocessable("Push delivery needs a push_url.",
+                            fields=[{"field": "push_url", "message": "required with delivery_mode push"}])
 
 
 def create(principal: Principal, scope_id: str, fields: dict[str, Any]) -> dict[str, Any]:
     """A subscription on a broadcast queue of the scope; it receives the messages published from now on."""
     tenant_id = require(principal, CONSUME)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
-    _no_push(fields)
+    _push_needs_url(fields.get("delivery_mode"), fields.get("push_url"))
+    secret = _new_secret() if fields.get("delivery_mode") == "push" else None
     with db.transaction() as conn:
         _scope(conn, tenant_id, scope_id)
         queue = conn.execute("SELECT id, consumer_mode FROM work_queues WHERE queue_id = %s AND scope_id = %s",
@@ -82,12 +89,12 @@ def create(principal: Principal, scope_id: str, fields: dict[str, Any]) -> dict[
                                 fields=[{"field": "queue_id", "message": "not a broadcast queue"}])
         sub_id = conn.execute(
             "INSERT INTO work_subscriptions (scope_id, tenant_id, queue_id, subscriber_type, subscriber_id, filter,"
-            " delivery_mode, auto_claim, max_in_flight) VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s)"
-            " RETURNING id",
+            " delivery_mode, auto_claim, max_in_flight, push_url, push_secret)"
+            " VALUES (%s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s) RETURNING id",
             (scope_id, tenant_id, queue[0], fields["subscriber_type"], fields["subscriber_id"],
              as_json(fields.get("filter")), fields.get("delivery_mode", "pull"), fields.get("auto_claim", False),
-             fields.get("max_in_flight", 100))).fetchone()[0]
-        return _one(conn, scope_id, str(sub_id))
+             fields.get("max_in_flight", 100), fields.get("push_url"), secret)).fetchone()[0]
+        return _one(conn, scope_id, str(sub_id)) | ({"push_secret": secret} if secret else {})
 
 
 def list_subscriptions(principal: Principal, scope_id: str) -> list[dict[str, Any]]:
@@ -109,21 +116,29 @@ def get(principal: Principal, scope_id: str, sub_id: str) -> dict[str, Any]:
 
 
 def update(principal: Principal, scope_id: str, sub_id: str, fields: dict[str, Any]) -> dict[str, Any]:
-    """PATCH filter, delivery_mode, auto_claim, max_in_flight; pause and resume set `state`."""
+    """PATCH filter, delivery_mode, push_url, auto_claim, max_in_flight; pause and resume set `state`.
+    Switching to push makes the signing secret (answered this once) if the subscription has none."""
     tenant_id = require(principal, MANAGE)
     scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), _sub_id(sub_id)
-    _no_push(fields)
-    cols = {k: fields[k] for k in ("delivery_mode", "auto_claim", "max_in_flight", "state") if k in fields}
+    cols = {k: fields[k] for k in ("delivery_mode", "auto_claim", "max_in_flight", "state", "push_url")
+            if k in fields}
     if "filter" in fields:
         cols["filter"] = as_json(fields["filter"])
-    sets = "".join(f"{k} = %({k})s{'::jsonb' if k == 'filter' else ''}, " for k in cols)
     with db.transaction() as conn:
         _scope(conn, tenant_id, scope_id)
-        if conn.execute(f"UPDATE work_subscriptions SET {sets}updated_at = clock_timestamp()"
-                        " WHERE id = %(id)s AND scope_id = %(scope)s RETURNING id",
-                        {"id": sub_id, "scope": scope_id, **cols}).fetchone() is None:
+        found = conn.execute("SELECT delivery_mode, push_url, push_secret FROM work_subscriptions"
+                             " WHERE id = %s AND scope_id = %s FOR UPDATE", (sub_id, scope_id)).fetchone()
+        if found is None:
             raise _missing()
-        return _one(conn, scope_id, sub_id)
+        mode, url = cols.get("delivery_mode", found[0]), cols.get("push_url", found[1])
+        _push_needs_url(mode, url)
+        secret = _new_secret() if mode == "push" and not found[2] else None
+        if secret:
+            cols["push_secret"] = secret
+        sets = "".join(f"{k} = %({k})s{'::jsonb' if k == 'filter' else ''}, " for k in cols)
+        conn.execute(f"UPDATE work_subscriptions SET {sets}updated_at = clock_timestamp() WHERE id = %(id)s",
+                     {"id": sub_id, **cols})
+        return _one(conn, scope_id, sub_id) | ({"push_secret": secret} if secret else {})
 
 
 def delete(principal: Principal, scope_id: str, sub_id: str) -> None:
