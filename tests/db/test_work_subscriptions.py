@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from datetime import datetime
 
 import pytest
 
 from postbox.errors import Conflict, NotFound, Unprocessable
-from postbox.work import browse, messages, queues, scopes, subscriptions
+from postbox.work import browse, messages, queues, scopes, subscriptions, sweeps
+from support.clock import wait_for_db_clock
 
 
 @pytest.fixture
@@ -175,3 +177,27 @@ def test_three_subscriptions_under_threads_each_process_every_message_once(tenan
     st = queues.stats(tenant.principal, scope["id"], feed["id"])
     assert st["completed_total"] == total and st["depth_current"] == 0
     assert browse.list_messages(tenant.principal, scope["id"], feed["id"], "delivering")[0] == []
+
+
+def test_expired_broadcast_messages_end_with_their_open_deliveries(tenant, scope, feed):
+    a, b = _sub(tenant, scope, feed, "a"), _sub(tenant, scope, feed, "b")
+    m = _publish(tenant, scope, feed, ttl_seconds=1)
+    [ga] = _pull(tenant, scope, a)
+    _done(tenant, scope, a, ga)
+    wait_for_db_clock(datetime.fromisoformat(m["expires_at"]))
+    assert _pull(tenant, scope, b) == []  # past its time: never handed out
+    assert sweeps.expire() >= 1
+    assert browse.get_message(tenant.principal, scope["id"], feed["id"], m["id"])["state"] == "expired"
+    assert subscriptions.get(tenant.principal, scope["id"], b["id"])["deliveries"]["pending"] == 0
+    assert subscriptions.processed(tenant.principal, a["id"], [m["id"]]) == {m["id"]: True}
+
+
+def test_a_queue_whose_messages_are_being_delivered_cannot_be_deleted(tenant, scope, feed):
+    s = _sub(tenant, scope, feed)
+    _publish(tenant, scope, feed)
+    with pytest.raises(Conflict) as e:
+        queues.delete_queue(tenant.principal, scope["id"], feed["id"])
+    assert e.value.code == "SCAIQUEUE_INVALID_TRANSITION"
+    [m] = _pull(tenant, scope, s)
+    _done(tenant, scope, s, m)
+    queues.delete_queue(tenant.principal, scope["id"], feed["id"])

@@ -134,13 +134,14 @@ BEGIN
     RETURN v_msg;
 END $$;
 
--- The first enabled rule of a trigger that matches a message in a queue: by priority, then age.
-CREATE FUNCTION work_first_rule(p_scope uuid, p_trigger text, p_queue work_queues, p_msg jsonb)
+-- The first enabled rule of a trigger that matches a message (its subject, work_rule_subject)
+-- arriving in a queue: by priority, then age.
+CREATE FUNCTION work_first_rule(p_scope uuid, p_trigger text, p_queue bigint, p_subject jsonb)
 RETURNS work_routing_rules LANGUAGE sql STABLE AS $$
     SELECT r.* FROM work_routing_rules r
     WHERE r.scope_id = p_scope AND r.trigger = p_trigger AND r.enabled
-      AND (r.source_queue IS NULL OR r.source_queue = p_queue.id)
-      AND work_cond(r.conditions, work_rule_subject(p_msg, p_queue.slug))
+      AND (r.source_queue IS NULL OR r.source_queue = p_queue)
+      AND work_cond(r.conditions, p_subject)
     ORDER BY r.priority, r.created_at, r.id
     LIMIT 1
 $$;

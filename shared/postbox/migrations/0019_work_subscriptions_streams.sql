@@ -37,7 +37,7 @@ CREATE TABLE work_deliveries (
     message_id       uuid NOT NULL REFERENCES work_messages(id) ON DELETE CASCADE,
     seq              bigint NOT NULL,  -- the message's, for the order of a pull
     state            text NOT NULL DEFAULT 'pending'
-                     CHECK (state IN ('pending', 'claimed', 'completed', 'dead_lettered')),
+                     CHECK (state IN ('pending', 'claimed', 'completed', 'dead_lettered', 'expired')),
     visible_at       timestamptz NOT NULL,
     attempts         int NOT NULL DEFAULT 0,
     claim_token      uuid,
@@ -52,6 +52,9 @@ CREATE TABLE work_deliveries (
 CREATE INDEX work_deliveries_pull ON work_deliveries (subscription_id, seq) WHERE state = 'pending';
 CREATE INDEX work_deliveries_claimed ON work_deliveries (subscription_id, visible_at) WHERE state = 'claimed';
 CREATE INDEX work_deliveries_message ON work_deliveries (message_id);
+-- Broadcast messages being delivered that have a ttl or deadline, for the expiry agent.
+CREATE INDEX work_messages_delivering ON work_messages (expires_at)
+    WHERE state = 'delivering' AND expires_at IS NOT NULL;
 
 -- A delivery as the subscription routes answer it: the message's document with the delivery's
 -- own state, attempts, claim and response (the message's own state is `message_state`).
@@ -110,7 +113,7 @@ DECLARE
     c work_queues;
 BEGIN
     LOOP
-        r := work_first_rule(s.id, 'message_published', q, v_msg);
+        r := work_first_rule(s.id, 'message_published', q.id, work_rule_subject(v_msg, q.slug));
         EXIT WHEN r.id IS NULL;
         IF r.action->>'type' IN ('route', 'copy') AND v_hops >= 5 THEN
             v_msg := jsonb_set(v_msg, '{labels}', coalesce(v_msg->'labels', '{}') || jsonb_build_object(
@@ -289,23 +292,42 @@ BEGIN
     RETURN x;
 END $$;
 
--- Broadcast messages whose deliveries have all ended become `completed` (counted once). The
--- message rows are locked first, so of two deliveries ending at once the later one sees both.
+-- Broadcast messages whose deliveries have all ended become `completed` (counted once), or
+-- `expired` when past their ttl_seconds or deadline. The message rows are locked after the
+-- deliveries (every caller takes deliveries first), so of two deliveries ending at once the later
+-- one sees both.
 CREATE FUNCTION work_settle(p_ids uuid[]) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE r record;
 BEGIN
     PERFORM 1 FROM work_messages WHERE id = ANY (p_ids) AND state = 'delivering' ORDER BY id FOR UPDATE;
     FOR r IN
         WITH done AS (
-            UPDATE work_messages m SET state = 'completed', ended_at = clock_timestamp(), updated_at = clock_timestamp()
+            UPDATE work_messages m
+            SET state = CASE WHEN m.expires_at <= clock_timestamp() THEN 'expired' ELSE 'completed' END,
+                ended_at = clock_timestamp(), updated_at = clock_timestamp()
             WHERE m.id = ANY (p_ids) AND m.state = 'delivering'
               AND NOT EXISTS (SELECT 1 FROM work_deliveries d WHERE d.message_id = m.id
                               AND d.state IN ('pending', 'claimed'))
-            RETURNING m.queue_id
-        ) SELECT queue_id, count(*) AS n FROM done GROUP BY queue_id ORDER BY queue_id
+            RETURNING m.queue_id, m.state
+        ) SELECT queue_id, count(*) AS n FROM done WHERE state = 'completed' GROUP BY queue_id ORDER BY queue_id
     LOOP
         PERFORM work_count(r.queue_id, 0, 0, 0, r.n, 0);
     END LOOP;
+END $$;
+
+-- The expiry of broadcast messages: deliveries still open of messages past their ttl_seconds or
+-- deadline end `expired`, and so do those messages. Bounded; safe to run twice at once.
+CREATE FUNCTION work_expire_deliveries(p_limit int) RETURNS int LANGUAGE plpgsql AS $$
+DECLARE v_ids uuid[];
+BEGIN
+    v_ids := ARRAY(SELECT m.id FROM work_messages m
+                   WHERE m.state = 'delivering' AND m.expires_at IS NOT NULL AND m.expires_at <= clock_timestamp()
+                   ORDER BY m.expires_at LIMIT p_limit);
+    UPDATE work_deliveries SET state = 'expired', claim_token = NULL, ended_at = clock_timestamp(),
+           updated_at = clock_timestamp()
+    WHERE message_id = ANY (v_ids) AND state IN ('pending', 'claimed');
+    PERFORM work_settle(v_ids);
+    RETURN cardinality(v_ids);
 END $$;
 
 -- A subscription's claims whose time ran out: back to pending, or dead-lettered after the last

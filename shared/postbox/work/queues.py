@@ -153,6 +153,10 @@ def delete_queue(principal: Principal, scope_id: str, queue_id: str) -> None:
         if row[6]:
             raise Conflict("System queues cannot be deleted.", code=INVALID_TRANSITION)
         found = conn.execute(_DEPTHS, ([row[0]],)).fetchone()
+        delivering = conn.execute("SELECT EXISTS (SELECT 1 FROM work_messages WHERE queue_id = %s"
+                                  " AND state = 'delivering')", (row[0],)).fetchone()[0]
+        if delivering:
+            raise Conflict("Subscriptions are still processing messages of this queue.", code=INVALID_TRANSITION)
         if found and found[1] + found[2] > 0:
             raise Conflict("Only an empty queue (depth_current 0) can be deleted.", code=INVALID_TRANSITION,
                            depth_current=int(found[1] + found[2]))
