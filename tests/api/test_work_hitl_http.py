@@ -119,3 +119,21 @@ def test_messages_without_decision_or_input_complete_with_any_response(api, scop
     for c in _ok(api.post(f"{qp}/messages/claim", json={"batch_size": 2})):
         done = _ok(api.post(f"{W}/scopes/{scope['id']}/messages/{c['id']}/complete", json={"response": None}))
         assert done["state"] == "completed"
+
+
+def test_complete_batch_checks_each_response_against_its_spec(api, scope, pattern):
+    q = _ok(api.post(f"{W}/scopes/{scope['id']}/queues", json={"slug": "batch"}), 201)
+    qp = f"{W}/scopes/{scope['id']}/queues/{q['id']}"
+    ref = {"name": "refund", "version": 1, "parameters": {"customer": "Ada", "order_id": "1"}}
+    _ok(api.post(f"{qp}/messages", json={"body": "a", "hitl_pattern": ref}), 201)
+    _ok(api.post(f"{qp}/messages", json={"body": "b"}), 201)
+    _ok(api.post(f"{qp}/messages", json={"body": "c", "hitl_pattern": ref}), 201)
+    a, b, c = _ok(api.post(f"{qp}/messages/claim", json={"batch_size": 3}))
+    items = [{"id": a["id"], "response": {"decision": "nope"}}, {"id": b["id"]},
+             {"id": c["id"], "response": {"decision": "reject", "comment": "no"}}]
+    done = _ok(api.post(f"{W}/scopes/{scope['id']}/messages/complete-batch", json={"items": items}))
+    assert done[0]["ok"] is False and done[0]["error"]["code"] == "VALIDATION_ERROR"
+    assert {d["field"] for d in done[0]["error"]["details"]} == {"response.decision", "response.comment"}
+    assert done[1] == {"id": b["id"], "ok": True, "state": "completed"}
+    assert done[2] == {"id": c["id"], "ok": True, "state": "completed"}
+    assert _ok(api.get(f"{qp}/messages/{a['id']}"))["state"] == "claimed"

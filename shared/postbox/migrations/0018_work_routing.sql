@@ -208,3 +208,38 @@ BEGIN
     END IF;
     RETURN work_finish(p_tenant, p_scope, 'complete', p_item);
 END $$;
+
+-- complete-batch with the same check: items whose response does not fit their message's HITL
+-- spec answer VALIDATION_ERROR (with the fields in `details`) and change nothing; the others go
+-- through work_finish_batch, their answers kept in the order given.
+CREATE FUNCTION work_complete_batch_checked(p_tenant uuid, p_scope uuid, p_items jsonb, p_ids uuid[])
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    v_bad jsonb;   -- {position: [{field, message}]}
+    v_keep jsonb;
+    v_keep_ids uuid[];
+    v_done jsonb := '[]';
+BEGIN
+    SELECT jsonb_object_agg(b.n::text, b.errs) INTO v_bad FROM (
+        SELECT i.n, work_hitl_errors(m.hitl_spec, coalesce(i.e->'response', '{}')) AS errs
+        FROM jsonb_array_elements(p_items) WITH ORDINALITY AS i(e, n)
+        JOIN work_messages m ON m.id = p_ids[i.n] AND m.scope_id = p_scope AND m.tenant_id = p_tenant
+                            AND m.state = 'claimed'
+        WHERE m.hitl_spec IS NOT NULL AND (m.hitl_spec ? 'decision' OR m.hitl_spec ? 'input')
+    ) b WHERE jsonb_array_length(b.errs) > 0;
+    IF v_bad IS NULL THEN
+        RETURN work_finish_batch(p_tenant, p_scope, 'complete', p_items, p_ids);
+    END IF;
+    SELECT coalesce(jsonb_agg(i.e ORDER BY i.n), '[]'), array_agg(p_ids[i.n] ORDER BY i.n) INTO v_keep, v_keep_ids
+    FROM jsonb_array_elements(p_items) WITH ORDINALITY AS i(e, n) WHERE NOT v_bad ? i.n::text;
+    IF jsonb_array_length(v_keep) > 0 THEN
+        v_done := work_finish_batch(p_tenant, p_scope, 'complete', v_keep, v_keep_ids);
+    END IF;
+    RETURN (SELECT jsonb_agg(CASE WHEN v_bad ? t.n::text
+                THEN jsonb_build_object('id', t.e->'id', 'ok', false, 'error', jsonb_build_object(
+                     'code', 'VALIDATION_ERROR', 'message', 'The response does not fit the message''s HITL spec.',
+                     'details', v_bad->(t.n::text)))
+                ELSE v_done->(t.k::int - 1) END ORDER BY t.n)
+            FROM (SELECT i.n, i.e, count(*) FILTER (WHERE NOT v_bad ? i.n::text) OVER (ORDER BY i.n) AS k
+                  FROM jsonb_array_elements(p_items) WITH ORDINALITY AS i(e, n)) t);
+END $$;

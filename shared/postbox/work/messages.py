@@ -78,6 +78,9 @@ def finish_batch(principal: Principal, scope_id: str, action: str, items: list[d
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     ids = [_uuid_or_none(item.get("id")) for item in items]
     with db.connection() as conn, db.domain_errors():
+        if action == "complete":  # responses checked against the messages' HITL specs
+            return conn.execute("SELECT work_complete_batch_checked(%s, %s, %s::jsonb, %s::uuid[])",
+                                (tenant_id, scope_id, as_json(items), ids)).fetchone()[0]
         return conn.execute("SELECT work_finish_batch(%s, %s, %s, %s::jsonb, %s::uuid[])",
                             (tenant_id, scope_id, action, as_json(items), ids)).fetchone()[0]
 
