@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 RUNTIME := $(VENV)/.runtime-stamp
 
-.PHONY: install dev test bench layers lint
+.PHONY: install dev test bench layers lint openapi browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +25,21 @@ install: $(STAMP)
 dev: $(RUNTIME)
 	$(BIN)/postbox dev
 
-test: install
+test: install browser
 	$(BIN)/python -m pytest
+
+# Debian's Chromium for the web console's browser tests (Playwright drives it: no browser download).
+# Installed once with apt when missing (root, as CI runs); without apt the browser tests are skipped.
+APT := DEBIAN_FRONTEND=noninteractive apt-get -y -q -o=Dpkg::Use-Pty=0
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	    echo "installing Debian's chromium for the console's browser tests"; \
+	    $(APT) install --no-install-recommends chromium >/dev/null 2>&1 || \
+	      { $(APT) update >/dev/null && $(APT) install --no-install-recommends chromium >/dev/null; }; \
+	  else \
+	    echo "no chromium, and no apt-get as root to install it: the console's browser tests will be skipped"; \
+	  fi; }
 
 bench: install
 	$(BIN)/python bench/queues.py
@@ -38,6 +51,9 @@ bench: install
 
 layers: install
 	$(BIN)/python layers/build.py
+
+openapi: install
+	$(BIN)/python -m functions.openapi docs/openapi.json
 
 lint: install
 	$(BIN)/ruff check .

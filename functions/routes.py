@@ -51,9 +51,12 @@ WORK_QUEUE = WORK + "/scopes/{scope_id}/queues/{queue_id}"
 WORK_RULES = WORK + "/scopes/{scope_id}/routing-rules"
 WORK_SCHEMAS = WORK + "/scopes/{scope_id}/schemas"
 WORK_SUB = WORK + "/scopes/{scope_id}/subscriptions/{sub_id}"
+DURABLE_HOSTED = "/{account}/{stream}"  # the hosted form's stream: `{stream}` is `s.{name}`
+DURABLE_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS")
 
 ROUTES: tuple[Route, ...] = tuple(
     []
+    + _rows("console", ("GET", "/console"), ("GET", "/console/{asset}"))  # the web console's static files
     + _rows(
         "queues",
         ("GET", QUEUES),
@@ -75,6 +78,8 @@ ROUTES: tuple[Route, ...] = tuple(
     )
     + _rows(
         "streams",
+        ("GET", "/v1/projects"),
+        ("POST", "/v1/projects"),
         ("GET", "/v1/streams"),
         ("POST", "/v1/streams"),
         ("GET", "/v1/streams/{stream}"),
@@ -95,8 +100,16 @@ ROUTES: tuple[Route, ...] = tuple(
     )
     + _rows(
         "durable",
-        *[(method, path) for path in ("/v1/stream/{name}", "/{account}/{path+}")
-          for method in ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS")],
+        *[(method, path) for path in ("/v1/stream/{name}", DURABLE_HOSTED) for method in DURABLE_METHODS],
+        ("DELETE", DURABLE_HOSTED + "/snapshot/parts"),
+        ("POST", DURABLE_HOSTED + "/snapshot/{offset}/parts"),
+        *[(method, DURABLE_HOSTED + "/snapshot/{offset}") for method in ("GET", "HEAD", "PUT")],
+        ("PUT", DURABLE_HOSTED + "/retention/{offset}"),
+        *[(method, DURABLE_HOSTED + path) for path in ("/bootstrap", "/incarnation/{token}/chunk/{offset}",
+                                                        "/incarnation/{token}/snapshot/{offset}")
+          for method in ("GET", "HEAD")],
+        # any other path under a stream: 404, or 405 when a row above serves it with another method
+        *[(method, DURABLE_HOSTED + "/{rest+}") for method in DURABLE_METHODS],
     )
     + _rows(
         "partitioned",
@@ -180,6 +193,7 @@ ROUTES: tuple[Route, ...] = tuple(
 
 # Each surface function: its handler entry point (module:function) inside the `functions` package.
 FUNCTIONS: dict[str, str] = {
+    "console": "functions.api.console.handler",
     "queues": "functions.api.queues.handler",
     "streams": "functions.api.streams.handler",
     "durable": "functions.api.durable.handler",

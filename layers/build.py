@@ -5,7 +5,8 @@
 Writes:
   build/layers/deps.zip    third-party runtime deps (layers/requirements.txt) as manylinux
                            aarch64 wheels for CPython 3.12, under python/
-  build/layers/domain.zip  the `postbox` domain package (shared/postbox), under python/postbox/
+  build/layers/domain.zip  the `postbox` domain package (shared/postbox), under python/postbox/, and
+                           the client's `postbox_client` (shared/client), whose flows SDK it runs
   build/functions.zip      the `functions` package (the Lambda entry points), minus functions/local/
 
 Zips are deterministic (sorted entries, fixed timestamps and modes) so unchanged inputs give the
@@ -131,7 +132,9 @@ def build_deps(dest: Path, *, compile_pyc: bool) -> Path:
 
 
 def build_domain(dest: Path) -> Path:
-    return write_zip(dest, tree(REPO / "shared" / "postbox", "python/postbox/"))
+    # postbox_client too: hosted flows queries run its (pure Python) query builder and runner.
+    return write_zip(dest, tree(REPO / "shared" / "postbox", "python/postbox/")
+                     + tree(REPO / "shared" / "client" / "postbox_client", "python/postbox_client/"))
 
 
 def build_functions(dest: Path) -> Path:

@@ -46,6 +46,15 @@ def _python_callable(dotted: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
+def _can_reach_lambda() -> bool:
+    """On Lambda, or with a region configured for boto3: a Lambda invoke can at least be tried."""
+    if "AWS_LAMBDA_FUNCTION_NAME" in os.environ:
+        return True
+    import boto3
+
+    return boto3.session.Session().region_name is not None
+
+
 def choose_invoker(lambda_client: Any = None) -> Invoker:
     """Functions named in POSTBOX_CONSUMERS run in process; every other name is a Lambda function."""
     local = local_consumers()
@@ -57,6 +66,11 @@ def choose_invoker(lambda_client: Any = None) -> Invoker:
             _python_callable(local[function_name])(payload, None)
             return
         if remote is None:
+            if lambda_client is None and not _can_reach_lambda():
+                raise ConsumerFailed(
+                    f"no local consumer named {function_name!r}: name a Python function for it with"
+                    f" POSTBOX_CONSUMERS=\"{function_name}=package.module.function\" (or give AWS a region"
+                    " and credentials to invoke a Lambda function of that name)")
             remote = lambda_invoker(lambda_client)
         remote(function_name, payload)
 

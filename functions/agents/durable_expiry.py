@@ -8,7 +8,7 @@ from typing import Any
 
 from functions.observability import instrument
 from postbox.agents import recorded
-from postbox.durable import service
+from postbox.durable import lifecycle
 
 logger, metrics, lambda_handler = instrument("durable-expiry")
 
@@ -18,7 +18,7 @@ logger, metrics, lambda_handler = instrument("durable-expiry")
 def handler(event: dict, context: Any) -> dict:
     removed = 0
     for _ in range(20):  # bounded: at most 20 batches per run
-        n = service.sweep_expired(limit=200)
+        n = lifecycle.sweep_expired(limit=200)
         removed += n
         if n < 200:
             break

@@ -1,18 +1,26 @@
 """What every surface's resolver shares: the principal from the authorizer, the resolver itself,
-and the mapping from domain errors to the surface's own error envelope."""
+the one way a request's inputs are admitted, and the mapping from domain errors (and anything
+unexpected) to the surface's own error envelope."""
 
 from __future__ import annotations
 
+import base64
 import json
+import logging
+import re
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder, Route
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
+from postbox import inputs
 from postbox.errors import PostboxError, Unauthorized
 from postbox.tenancy import Principal
+
+logger = logging.getLogger("postbox.api")
 
 Envelope = Callable[[int, str, str, dict[str, Any]], dict[str, Any]]
 
@@ -47,10 +55,36 @@ def validation_details(error: RequestValidationError) -> list[dict[str, Any]]:
     ]
 
 
+_LOCATIONS = ("body", "query", "path", "header", "cookie")
+
+
+def field_of(loc: list[Any] | tuple[Any, ...]) -> str:
+    """The field a validation error names, without where it was sent: `options.leaseTime`, or the
+    location itself (`body`) when the whole of it was wrong."""
+    parts = [str(p) for p in loc]
+    if len(parts) > 1 and parts[0] in _LOCATIONS:
+        parts = parts[1:]
+    return ".".join(parts) or "body"
+
+
+def first_invalid(details: dict[str, Any]) -> tuple[str, str]:
+    """(field, message) of the first validation error in an envelope's `details`."""
+    errors = details.get("errors") or [{"loc": ["body"], "msg": "invalid request"}]
+    first = errors[0]
+    return field_of(first.get("loc", ["body"])), first.get("msg", "invalid")
+
+
 class SurfaceResolver(APIGatewayHttpResolver):
     """A resolver with validation on, whose errors are shaped by one `envelope` function.
 
     `envelope(status, code, message, details)` returns the body of the surface's error answer.
+
+    Every request is admitted the same way before its route's own validation runs: a caller
+    without a valid key is 401 before anything of the request is looked at (unless the surface
+    serves anonymous callers, as durable's public streams do); then path and query parameters
+    and a JSON body are held to `postbox.inputs`' rules (the one content-type rule, size, UTF-8,
+    depth, NUL), each failure a 4xx in the surface's envelope naming the field. What nobody
+    expected is logged and answered 500 in the same envelope.
 
     The current event and context are kept per thread: Powertools keeps the event on the class and
     the context on the instance, which is right for Lambda (one invocation at a time per process)
@@ -58,10 +92,12 @@ class SurfaceResolver(APIGatewayHttpResolver):
     threads of one process.
     """
 
-    def __init__(self, envelope: Envelope, validation_status: int = 422) -> None:
+    def __init__(self, envelope: Envelope, validation_status: int = 422, *, anonymous: bool = False) -> None:
         self._local = threading.local()
         super().__init__(enable_validation=True)
         self.envelope = envelope
+        self.validation_status = validation_status
+        self.anonymous = anonymous
 
         @self.exception_handler(PostboxError)
         def _domain_error(error: PostboxError) -> Response:
@@ -70,11 +106,25 @@ class SurfaceResolver(APIGatewayHttpResolver):
         @self.exception_handler(RequestValidationError)
         def _invalid(error: RequestValidationError) -> Response:
             details = {"errors": validation_details(error)}
-            return json_response(validation_status, envelope(validation_status, "validation", "", details))
+            field, why = first_invalid(details)
+            body = envelope(validation_status, "validation", f"{field}: {why}", details)
+            return json_response(validation_status, body)
+
+        @self.exception_handler(Exception)
+        def _unexpected(error: Exception) -> Response:
+            """Our own fault: logged, and answered in the surface's envelope (a 500 is safe to retry)."""
+            logger.exception("request failed: %s", type(error).__name__)
+            return json_response(500, envelope(500, "internal", "internal error", {}))
 
         @self.not_found
         def _no_route(_: Exception) -> Response:
             return json_response(404, envelope(404, "not_found", "No such route.", {}))
+
+    @staticmethod
+    def _compile_regex(rule: str, base_regex: str = "^{}$") -> re.Pattern[str]:
+        """A path parameter is any text between slashes: API Gateway already matched the route, and a
+        name the surface refuses is its own 404 or invalid-name answer, never "No such route"."""
+        return re.compile(base_regex.format(re.sub(r"<(\w+)>", r"(?P<\1>[^/]+)", rule)))
 
     @property
     def current_event(self) -> Any:
@@ -98,6 +148,45 @@ class SurfaceResolver(APIGatewayHttpResolver):
     def resolve(self, event: dict, context: Any) -> dict:
         self._local.event = self._to_proxy_event(event)
         return super().resolve(event, context)
+
+    def _call_route(self, route: Route, route_arguments: dict[str, str]) -> ResponseBuilder:
+        try:
+            self._admit(route, route_arguments)
+        except Exception as exc:
+            answer = self._call_exception_handler(exc, route)
+            if answer is None:
+                raise
+            return answer
+        return super()._call_route(route, route_arguments)
+
+    def _admit(self, route: Route, route_arguments: dict[str, str]) -> None:
+        """Key first, then the inputs every surface shares (see the class's docstring)."""
+        event = self.current_event
+        if not self.anonymous:
+            self.principal()
+        try:
+            inputs.check_params(route_arguments, "path")
+            inputs.check_params(event.query_string_parameters, "query")
+            if route.dependant.body_params:
+                event.__dict__["json_body"] = self._json_body(event)  # Powertools' cached json_body
+        except inputs.BadInput as bad:
+            raise RequestValidationError([{"loc": bad.loc, "msg": bad.reason, "type": bad.code}]) from None
+
+    @staticmethod
+    def _json_body(event: Any) -> Any:
+        inputs.require_json_type((event.headers or {}).get("content-type"))
+        headers = event.raw_event.get("headers") or {}
+        for name in [k for k in headers if k.lower() == "content-type"]:
+            headers[name] = "application/json"  # as Powertools' own check spells it (case-sensitive)
+        body = event.body
+        if not body:
+            return None
+        raw = base64.b64decode(body) if event.is_base64_encoded else body.encode("utf-8", "surrogatepass")
+        return inputs.parse_json(raw)
+
+    def caller(self) -> Principal | None:
+        """The caller, or None when no valid key came with the request."""
+        return principal_from(self.current_event.request_context.authorizer.get_lambda)
 
     def principal(self) -> Principal:
         """The caller, or 401 in the surface's envelope when no valid key came with the request."""

@@ -13,11 +13,11 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 
 from postbox.durable import jsontext
+from postbox.durable.model import Producer, is_json
 from postbox.durable.offsets import format_offset, parse_offset
-from postbox.durable.service import Producer, is_json
 from postbox.errors import Invalid, PostboxError, TooLarge
 
-MAX_BODY = 8 * 1024 * 1024
+MAX_BODY = 4 * 1024 * 1024  # base64 in the Lambda event, it stays inside Lambda's 6 MB payload
 MAX_READ = int(os.environ.get("POSTBOX_DURABLE_READ_BYTES", str(4 * 1024 * 1024)))
 
 CORS = {
@@ -41,10 +41,14 @@ URSULA = {
     "ursula-protocol": "11",
     "ursula-cluster-id": os.environ.get("POSTBOX_CLUSTER_ID", "postbox"),
 }
-_TTL = re.compile(r"^(0|[1-9]\d*)$")
+_WHOLE = re.compile(r"^(0|[1-9]\d*)$")
 _UINT = re.compile(r"^\d+$")
 _INCARNATION = re.compile(r"^[0-9a-f]{16}$")
 _SAFE_INT = 2**53 - 1
+# Far beyond any use, and inside PostgreSQL's timestamps when added to now (about 31,700 years).
+MAX_TTL_SECONDS = 10**12
+# The protocol's names for the shared permission check's refusals.
+_WIRE_CODES = {"unauthorized": "INVALID_CREDENTIAL", "forbidden": "FORBIDDEN"}
 
 
 def error_body(code: str, message: str) -> str:
@@ -72,7 +76,8 @@ def error_response(error: PostboxError) -> Response:
         headers["Retry-After"] = str(d.get("retry_after", 1))
     if error.status == 413:
         headers["Ursula-Max-Request-Bytes"] = str(MAX_BODY)
-    return Response(error.status, "application/json", error_body(error.code, error.message), headers)
+    code = _WIRE_CODES.get(error.code, error.code)
+    return Response(error.status, "application/json", error_body(code, error.message), headers)
 
 
 def header(headers: dict[str, str], name: str) -> str | None:
@@ -94,9 +99,22 @@ def body_of(event: dict[str, Any]) -> bytes:
 def ttl_of(value: str | None) -> int | None:
     if value is None:
         return None
-    if not _TTL.match(value.strip()):
+    if not _WHOLE.match(value.strip()):
         raise Invalid("Stream-TTL must be a whole number of seconds.", code="INVALID_HEADER")
+    if not _fits(value.strip(), MAX_TTL_SECONDS):
+        raise Invalid(f"Stream-TTL is at most {MAX_TTL_SECONDS} seconds.", code="INVALID_HEADER")
     return int(value)
+
+
+def _fits(digits: str, limit: int) -> bool:
+    """A whole number's digits at most `limit` (counted before converting: a huge one is refused cheaply)."""
+    return len(digits) <= len(str(limit)) and int(digits) <= limit
+
+
+def whole_number(value: str, limit: int = _SAFE_INT) -> int | None:
+    """A header's non-negative whole number up to `limit` (no sign, no leading zero), else None."""
+    text = value.strip()
+    return int(text) if _WHOLE.match(text) and _fits(text, limit) else None
 
 
 def expires_of(value: str | None) -> datetime | None:
@@ -118,7 +136,7 @@ def producer_of(headers: dict[str, str]) -> Producer | None:
     if pid == "" or len(pid.encode()) > 256 or "\x00" in pid:
         raise Invalid("Producer-Id is 1 to 256 bytes.", code="INVALID_PRODUCER")
     for value in (epoch, seq):
-        if not _UINT.match(value) or int(value) > _SAFE_INT:
+        if not _UINT.match(value) or not _fits(value.lstrip("0") or "0", _SAFE_INT):
             raise Invalid("Producer-Epoch and Producer-Seq are non-negative integers.", code="INVALID_PRODUCER")
     return Producer(pid, int(epoch), int(seq))
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
-from functions.api.common import SurfaceResolver, json_response
+from functions.api.common import SurfaceResolver, field_of, json_response
 from functions.api.flows_schema import Cycle, DueState, GetState, RegisterQuery
 from functions.observability import instrument
 from postbox.errors import Invalid
@@ -27,7 +27,7 @@ def envelope(status: int, code: str, message: str, details: dict[str, Any]) -> d
     if code == "ownership":
         return {"error": "not found"}
     if "errors" in details:
-        parts = [".".join(str(p) for p in e["loc"][1:] or e["loc"]) + ": " + e["msg"] for e in details["errors"]]
+        parts = [f"{field_of(e['loc'])}: {e['msg']}" for e in details["errors"]]
         return {"success": False, "error": "; ".join(parts) or "invalid request body"}
     body: dict[str, Any] = {"success": False, "error": message}
     body.update({k: details[k] for k in _KEEP if k in details})
@@ -36,13 +36,6 @@ def envelope(status: int, code: str, message: str, details: dict[str, Any]) -> d
 
 app = SurfaceResolver(envelope, validation_status=400)
 router = Router()
-
-
-@app.exception_handler(Exception)
-def _failed(error: Exception):
-    """The call itself failed (not the client's input): 500, safe to retry (one transaction)."""
-    logger.exception("flows call failed")
-    return json_response(500, {"success": False, "error": "internal error"})
 
 
 @router.post("/queries")

@@ -12,10 +12,11 @@ from typing import Annotated, Any, Literal
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
-from functions.api.common import SurfaceResolver, json_response
+from functions.api.common import SurfaceResolver, first_invalid, json_response
 from functions.api.partitioned_schema import AckBatch, AckBody, Configure, Extend, Push, Replay, Transaction
 from functions.observability import instrument
 from postbox.errors import Invalid
+from postbox.inputs import INT64_MAX
 from postbox.partitioned import service
 from postbox.partitioned.service import PopRequest
 
@@ -24,18 +25,11 @@ logger, metrics, lambda_handler = instrument("partitioned")
 API = "/api/v1"
 
 
-def _field(loc: list[Any]) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path")]
-    return ".".join(parts) or (str(loc[0]) if loc else "body")
-
-
 def envelope(status: int, code: str, message: str, details: dict[str, Any]) -> dict[str, Any]:
     """`{"error": message}`; a validation error names the first field that failed."""
-    errors = details.get("errors")
-    if errors:
-        first = errors[0]
-        field = _field(first.get("loc", []))
-        return {"error": f"{field}: {first.get('msg', 'invalid')}", "field": field}
+    if details.get("errors"):
+        field, why = first_invalid(details)
+        return {"error": f"{field}: {why}", "field": field}
     return {"error": message}
 
 
@@ -48,7 +42,7 @@ def configure(body: Annotated[Configure, Body()]):
     return service.configure(app.principal(), body.queue, options)
 
 
-@app.post(API + "/push")
+@app.post(API + "/push", responses={201: {"description": "Each item's outcome, in order"}})
 def push(body: Annotated[Push, Body()]):
     results = service.push(app.principal(), body.to_items())
     metrics.add_metric(name="MessagesPushed", unit="Count", value=sum(r["status"] == "queued" for r in results))
@@ -88,14 +82,17 @@ Mode = Annotated[Literal["all", "new", "new-only"] | None, Query(alias="subscrip
 Since = Annotated[str | None, Query(alias="subscriptionFrom", max_length=64)]
 
 
-@app.get(API + "/pop/queue/<queue>")
+_POPPED = {200: {"description": "Messages"}, 204: {"description": "No message", "content": {}}}
+
+
+@app.get(API + "/pop/queue/<queue>", responses=_POPPED)
 def pop_queue(queue: str, batch: Batch = 1, wait: Annotated[bool, Query()] = False, timeout: Timeout = None,
               consumer_group: Group = None, auto_ack: AutoAck = False, subscription_mode: Mode = None,
               subscription_from: Since = None):
     return _pop(queue, None, batch, wait, timeout, consumer_group, auto_ack, subscription_mode, subscription_from)
 
 
-@app.get(API + "/pop/queue/<queue>/partition/<partition>")
+@app.get(API + "/pop/queue/<queue>/partition/<partition>", responses=_POPPED)
 def pop_partition(queue: str, partition: str, batch: Batch = 1, wait: Annotated[bool, Query()] = False,
                   timeout: Timeout = None, consumer_group: Group = None, auto_ack: AutoAck = False,
                   subscription_mode: Mode = None, subscription_from: Since = None):
@@ -127,7 +124,8 @@ def transaction(body: Annotated[Transaction, Body()]):
 @app.get(API + "/dlq")
 def dead_letters(queue: Annotated[str | None, Query(max_length=128)] = None,
                  partition: Annotated[str | None, Query(max_length=256)] = None, consumer_group: Group = None,
-                 limit: Annotated[int, Query(ge=1, le=1000)] = 100, offset: Annotated[int, Query(ge=0)] = 0):
+                 limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+                 offset: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0):
     return service.dead_letters(app.principal(), queue, partition, consumer_group, limit, offset)
 
 

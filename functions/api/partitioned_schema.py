@@ -1,15 +1,17 @@
 """Request bodies of the partitioned queue surface (Queen-style camelCase fields).
 
-Strict types (a wrong type is a 400 naming the field); fields Queen clients may send that this
-surface does not use are ignored rather than refused.
+Strict types and known fields only: a wrong type or a field this surface does not know (a Queen
+option Postbox does not implement among them) is a 400 naming the field, never silently dropped.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field
 
+from functions.api.common_schema import Id, NonNegative32, StrictBody, name_of
+from postbox import names
 from postbox.partitioned.consume import Ack
 from postbox.partitioned.produce import Item
 
@@ -17,8 +19,9 @@ MAX_ITEMS = 10_000
 WEEK = 7 * 24 * 3600
 
 
-class _Body(BaseModel):
-    model_config = ConfigDict(strict=True, extra="ignore", populate_by_name=True)
+_Body = StrictBody
+QueueName = name_of(names.PARTITIONED_QUEUE)
+PartitionId = Annotated[str, Field(pattern=r"^\d{1,18}$")] | Id
 
 
 class QueueOptions(_Body):
@@ -26,8 +29,8 @@ class QueueOptions(_Body):
     retryLimit: Annotated[int, Field(ge=0, le=1000)] | None = None
     retryDelay: Annotated[int, Field(ge=0, le=WEEK * 1000)] | None = None  # milliseconds
     delayedProcessing: Annotated[int, Field(ge=0, le=WEEK)] | None = None
-    retentionSeconds: Annotated[int, Field(ge=0)] | None = None
-    completedRetentionSeconds: Annotated[int, Field(ge=0)] | None = None
+    retentionSeconds: NonNegative32 | None = None
+    completedRetentionSeconds: NonNegative32 | None = None
     encryptionEnabled: bool | None = None
     dlqAfterMaxRetries: bool | None = None
 
@@ -36,14 +39,14 @@ class QueueOptions(_Body):
 
 
 class Configure(_Body):
-    queue: Annotated[str, Field(min_length=1, max_length=128)]
-    namespace: str | None = None
-    task: str | None = None
+    queue: QueueName
+    namespace: Annotated[str, Field(max_length=128)] | None = None
+    task: Annotated[str, Field(max_length=128)] | None = None
     options: QueueOptions | None = None
 
 
 class PushItem(_Body):
-    queue: Annotated[str, Field(min_length=1, max_length=128)]
+    queue: QueueName
     partition: Annotated[str, Field(max_length=256)] = "Default"
     payload: Any = None
     data: Any = None
@@ -65,7 +68,7 @@ class Push(_Body):
 class AckBody(_Body):
     leaseId: Annotated[str, Field(min_length=1, max_length=64)]
     transactionId: Annotated[str, Field(min_length=1, max_length=256)] | None = None
-    partitionId: str | int | None = None
+    partitionId: PartitionId | None = None
     status: Annotated[str, Field(max_length=32)] = "completed"
     consumerGroup: Annotated[str, Field(max_length=256)] | None = None
     error: Annotated[str, Field(max_length=4096)] | None = None
@@ -107,10 +110,4 @@ class Transaction(_Body):
 
 
 class Replay(_Body):
-    ids: Annotated[list[Annotated[str, Field(pattern=r"^\d{1,18}$")] | int], Field(min_length=1, max_length=1000)]
-
-    @model_validator(mode="after")
-    def _positive(self) -> Replay:
-        if any(int(i) < 0 for i in self.ids):
-            raise ValueError("ids must be non-negative")
-        return self
+    ids: Annotated[list[Annotated[str, Field(pattern=r"^\d{1,18}$")] | Id], Field(min_length=1, max_length=1000)]

@@ -20,6 +20,7 @@ from functions.api.queues_schema import (
     SetVisibility,
 )
 from functions.observability import instrument
+from postbox.inputs import INT64_MAX
 from postbox.queues import service
 
 logger, metrics, lambda_handler = instrument("queues")
@@ -46,7 +47,7 @@ def list_queues() -> dict:
     return service.list_queues(app.principal())
 
 
-@queues.post("")
+@queues.post("", responses={201: {"description": "Created"}})
 def create_queue(body: Annotated[CreateQueue, Body()]):
     settings = body.changes()
     settings.pop("name", None)
@@ -73,14 +74,14 @@ def queue_metrics(name: str) -> dict:
     return service.queue_metrics(app.principal(), name)
 
 
-@messages.post("/<name>/send")
+@messages.post("/<name>/send", responses={201: {"description": "Sent"}})
 def send(name: str, body: Annotated[SendMessage, Body()]):
     ids = service.send_messages(app.principal(), name, [body.message], delay=body.delay, headers=body.headers)
     metrics.add_metric(name="MessagesSent", unit="Count", value=1)
     return json_response(201, {"msg_id": ids[0]})
 
 
-@messages.post("/<name>/send_batch")
+@messages.post("/<name>/send_batch", responses={201: {"description": "Sent"}})
 def send_batch(name: str, body: Annotated[SendBatch, Body()]):
     ids = service.send_messages(app.principal(), name, body.messages, delay=body.delay, headers=body.headers)
     metrics.add_metric(name="MessagesSent", unit="Count", value=len(ids))
@@ -131,7 +132,7 @@ def browse(
     name: str,
     state: Annotated[Literal["waiting", "archived", "dead"], Query()] = "waiting",
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    before: Annotated[int | None, Query()] = None,
+    before: Annotated[int | None, Query(ge=0, le=INT64_MAX)] = None,
 ) -> dict:
     return service.browse_messages(app.principal(), name, state, limit, before)
 

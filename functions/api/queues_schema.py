@@ -1,21 +1,22 @@
 """Request bodies of the queues surface, with the limits of `004_f37822fc9d3646da.txt`.
 
-Strict models: a wrong type is a 422 naming the field, never silently coerced.
+Strict models: a wrong type or an unknown field is a 422 naming the field, never silently coerced
+or dropped; `message` is required on a send (null is a message, a missing one is a mistake).
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from functions.api.common_schema import StrictBody
 
 MAX_DELAY = 7 * 24 * 3600
 MAX_VT = 43_200
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(strict=True)
-
+_Strict = StrictBody
 
 _NULLABLE_CONSUMER_FIELDS = {"visibility_timeout_sec"}
 
@@ -56,7 +57,7 @@ class CreateQueue(QueueSettings):
 
 
 class SendMessage(_Strict):
-    message: Any = None
+    message: Any
     delay: Annotated[float, Field(ge=0, le=MAX_DELAY)] = 0
     headers: dict[str, Any] | None = None
 
@@ -78,7 +79,7 @@ class PopMessages(_Strict):
 
 
 class MessageIds(_Strict):
-    msg_ids: Annotated[list[int], Field(min_length=1, max_length=1000)]
+    msg_ids: Annotated[list[int], Field(min_length=1, max_length=1000)]  # ids no message has match nothing
 
 
 class SetVisibility(_Strict):

@@ -6,11 +6,12 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
-from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
-from functions.api.common import SurfaceResolver
+from functions.api.common import SurfaceResolver, first_invalid
 from functions.api.streams_schema import (
     Consume,
+    CreateProject,
     CreateStream,
     CreateSubscription,
     Nack,
@@ -19,6 +20,8 @@ from functions.api.streams_schema import (
     Receipts,
 )
 from functions.observability import instrument
+from postbox import projects as project_service
+from postbox.inputs import INT64_MAX
 from postbox.streams import service
 from postbox.streams.durations import parse_instant
 from postbox.streams.publishing import Outgoing
@@ -26,23 +29,33 @@ from postbox.streams.publishing import Outgoing
 logger, metrics, lambda_handler = instrument("streams")
 
 Project = Annotated[str | None, Query(max_length=64)]
+Offset = Annotated[int, Path(ge=0, le=INT64_MAX)]
+Before = Annotated[int | None, Query(ge=0, le=INT64_MAX)]
 
 
 def envelope(status: int, code: str, message: str, details: dict[str, Any]) -> dict[str, Any]:
     """`{"error": {"code", "message"}}`; a validation failure names the first field that failed."""
     if "errors" in details:
-        first = details["errors"][0] if details["errors"] else {"loc": ["body"], "msg": "invalid request"}
-        loc = [str(p) for p in first["loc"]]
-        field = loc[1] if len(loc) > 1 else loc[0]
-        where = ".".join(loc[1:]) or loc[0]
-        return {"error": {"code": f"invalid_{field}", "message": f"{where}: {first['msg']}"}}
+        field, why = first_invalid(details)
+        return {"error": {"code": f"invalid_{field.split('.')[0]}", "message": f"{field}: {why}"}}
     return {"error": {"code": code, "message": message}}
 
 
 app = SurfaceResolver(envelope, validation_status=400)
+projects = Router()
 streams = Router()
 messages = Router()
 subscriptions = Router()
+
+
+@projects.get("")
+def list_projects() -> dict:
+    return project_service.listing(app.principal())
+
+
+@projects.post("")
+def create_project(body: Annotated[CreateProject, Body()]) -> dict:
+    return project_service.create(app.principal(), body.name)
 
 
 @streams.get("")
@@ -95,19 +108,19 @@ def browse(
     status: Annotated[Literal["scheduled", "available", "cancelled", "expired"] | None, Query()] = None,
     q: Annotated[str | None, Query(max_length=256)] = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
-    before_offset: Annotated[int | None, Query(ge=0)] = None,
+    before_offset: Before = None,
 ) -> dict:
     return service.browse(app.principal(), stream, project, key=key, status=status, q=q or None, limit=limit,
                           before_offset=before_offset)
 
 
 @messages.get("/<stream>/messages/<offset>")
-def get_message(stream: str, offset: int, project: Project = None) -> dict:
+def get_message(stream: str, offset: Offset, project: Project = None) -> dict:
     return service.get_message(app.principal(), stream, project, offset)
 
 
 @messages.post("/<stream>/messages/<offset>/cancel")
-def cancel(stream: str, offset: int, project: Project = None) -> dict:
+def cancel(stream: str, offset: Offset, project: Project = None) -> dict:
     return {"message": service.cancel(app.principal(), stream, project, offset)}
 
 
@@ -138,7 +151,7 @@ def dead_letters(
     subscription: str,
     project: Project = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 100,
-    before_offset: Annotated[int | None, Query(ge=0)] = None,
+    before_offset: Before = None,
 ) -> dict:
     return service.dead_letters(app.principal(), stream, project, subscription, limit=limit,
                                 before_offset=before_offset)
@@ -165,6 +178,7 @@ def nack(stream: str, subscription: str, body: Annotated[Nack, Body()], project:
     return service.nack(app.principal(), stream, project, subscription, body.receipts, body.delay_ms)
 
 
+app.include_router(projects, prefix="/v1/projects")
 app.include_router(streams, prefix="/v1/streams")
 app.include_router(messages, prefix="/v1/streams")
 app.include_router(subscriptions, prefix="/v1/streams")

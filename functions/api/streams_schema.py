@@ -5,18 +5,23 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-NAME = r"^[A-Za-z0-9._-]+$"
+from functions.api.common_schema import StrictBody, name_of
+from postbox import names
+
 MAX_LEASE_MS = 12 * 3600 * 1000
 
-Name = Annotated[str, Field(min_length=1, max_length=128, pattern=NAME)]
-ProjectName = Annotated[str, Field(min_length=1, max_length=64)]
+Name = name_of(names.KEYED_STREAM)
+SubscriptionName = name_of(names.SUBSCRIPTION)
+ProjectName = Annotated[str, Field(min_length=1, max_length=names.PROJECT.max_length)]
 Backlog = Annotated[int, Field(ge=0, le=10**12)]
 
+_Strict = StrictBody
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid")
+
+class CreateProject(_Strict):
+    name: ProjectName
 
 
 class CreateStream(_Strict):
@@ -46,7 +51,7 @@ class Publish(_Strict):
 
 
 class CreateSubscription(_Strict):
-    name: Name
+    name: SubscriptionName
     max_deliveries: Annotated[int, Field(ge=1, le=1000)] = 5
     lease_ms: Annotated[int, Field(ge=100, le=MAX_LEASE_MS)] = 30_000
     start: Literal["latest", "earliest"] = "latest"

@@ -60,18 +60,26 @@ def envelope(status: int, code: str, message: str, details: dict[str, Any]) -> d
     return {"error": error, "meta": {"request_id": getattr(request_state, "id", "")}}
 
 
-app = SurfaceResolver(envelope)
+class WorkResolver(SurfaceResolver):
+    """The shared resolver, whose 401 says whether a key was sent (AUTH_TOKEN_MISSING) or refused
+    (AUTH_TOKEN_INVALID), as the work surface's error table does."""
+
+    def principal(self) -> Principal:
+        event = self.current_event
+        found = principal_from(event.request_context.authorizer.get_lambda)
+        if found is None:
+            if key_from_headers(event.headers) is None:
+                raise Unauthorized("No bearer token or API key was sent.", code="AUTH_TOKEN_MISSING")
+            raise Unauthorized("The key is invalid, expired or revoked.", code="AUTH_TOKEN_INVALID")
+        return found
+
+
+app = WorkResolver(envelope)
 
 
 def caller() -> Principal:
-    """The caller, or 401 AUTH_TOKEN_MISSING (no key sent) / AUTH_TOKEN_INVALID (a key we refused)."""
-    event = app.current_event
-    found = principal_from(event.request_context.authorizer.get_lambda)
-    if found is None:
-        if key_from_headers(event.headers) is None:
-            raise Unauthorized("No bearer token or API key was sent.", code="AUTH_TOKEN_MISSING")
-        raise Unauthorized("The key is invalid, expired or revoked.", code="AUTH_TOKEN_INVALID")
-    return found
+    """The caller (the resolver has already answered 401 for a request without a valid key)."""
+    return app.principal()
 
 
 def data(value: Any, status: int = 200):

@@ -180,7 +180,7 @@ def _flows_verb(what, verb: str, meaning: str, *, hidden: bool) -> None:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="postbox", description=__doc__)
+    p = argparse.ArgumentParser(prog="postbox", description=__doc__, epilog=CLIENT_EPILOG)
     sub = p.add_subparsers(dest="command", required=True)
 
     dev = sub.add_parser("dev", help="run every route and agent locally on an embedded PostgreSQL",
@@ -229,7 +229,17 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+SERVER_COMMANDS = ("dev", "admin", "migrate")
+CLIENT_EPILOG = ("client commands (they talk to the API; `postbox COMMAND --help`): "
+                 "queues, dlq, streams, durable, partitioned, flows, tail, login")
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] not in SERVER_COMMANDS and not argv[0].startswith("-"):
+        from postbox_client.cli import main as client_main  # the client verbs live with the client
+
+        return client_main(argv)
     logging.basicConfig(level=logging.WARNING)
     # The embedded server's runtime folder falls back to /tmp without it; nothing to tell a user.
     warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR is not set")

@@ -3,21 +3,60 @@
 Each request is matched against the route table, turned into the payload 2.0 event API Gateway
 would send, run past the REQUEST authorizer, handed to the surface's Lambda handler in process
 (on a worker thread: handlers block on the database and on long polls) and turned back into HTTP.
+
+The limits are AWS's, so a user meets them here first: API Gateway takes bodies up to 10 MB and
+Lambda events up to 6 MB (413 beyond either), and a function's answer over 6 MB fails as Lambda
+fails it (500). `/openapi.json` and `/docs` are the gateway's own (see `apidocs`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from functions.local import apidocs
 from functions.local.events import HttpResponse, authorizer_event, http_event, read_response
 from functions.local.invoke import invoke
 from functions.routes import FUNCTIONS, match
+from postbox.inputs import MAX_REQUEST_BYTES
 
 AUTHORIZER = "functions.authorizer.handler"
-_NOT_FOUND = HttpResponse(404, [("content-type", "application/json")], b'{"message":"Not Found"}')
+MAX_BODY_BYTES = 10 * 1024 * 1024
+"""API Gateway's HTTP API payload limit."""
+MAX_EVENT_BYTES = MAX_REQUEST_BYTES
+"""Lambda's synchronous invocation payload (request event and response alike)."""
+
+logger = logging.getLogger("postbox.gateway")
+
+
+def _message(status: int, text: str) -> HttpResponse:
+    return HttpResponse(status, [("content-type", "application/json")], json.dumps({"message": text}).encode())
+
+
+_NOT_FOUND = _message(404, "Not Found")
+TOO_LARGE = _message(413, "Request Entity Too Large")
+_FAILED = _message(500, "Internal Server Error")
+
+
+def _size(payload: Any) -> int:
+    """The bytes Lambda counts: the JSON of the event or of the function's answer (measured only
+    when the body alone could come near the limit; the rest of an event is small)."""
+    body = payload.get("body") if isinstance(payload, dict) else payload
+    if isinstance(body, str | bytes) and len(body) < MAX_EVENT_BYTES // 2:
+        return len(body)
+    return len(json.dumps(payload, separators=(",", ":"), default=str))
+
+
+def _headers_are_latin1(response: HttpResponse) -> bool:
+    try:
+        for k, v in response.headers:
+            k.encode("latin-1"), v.encode("latin-1")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class LocalGateway:
@@ -29,12 +68,19 @@ class LocalGateway:
         self, method: str, path: str, query: str, headers: list[tuple[str, str]], body: bytes
     ) -> HttpResponse:
         """One request, synchronously: route, authorize, invoke, translate."""
+        docs = apidocs.serve(method, path)
+        if docs is not None:
+            return docs
         found = match(method, path)
         if found is None:
             return _NOT_FOUND
+        if len(body) > MAX_BODY_BYTES:
+            return TOO_LARGE
         route, params = found
         event = http_event(method, path, query=query, headers=headers, body=body, route=route,
                            path_parameters=params)
+        if _size(event) > MAX_EVENT_BYTES:
+            return TOO_LARGE
         answer = invoke(AUTHORIZER, authorizer_event(event), "authorizer", self.timeout_s)
         if not answer.get("isAuthorized"):
             return HttpResponse(403, [("content-type", "application/json")], b'{"message":"Forbidden"}')
@@ -42,12 +88,19 @@ class LocalGateway:
         try:
             result = invoke(FUNCTIONS[route.function], event, route.function, self.timeout_s)
         except Exception:  # an unhandled error in a function is API Gateway's 500
-            import traceback
-
-            traceback.print_exc()
-            body = json.dumps({"message": "Internal Server Error"}).encode()
-            return HttpResponse(500, [("content-type", "application/json")], body)
-        return read_response(result)
+            logger.exception("%s failed", route.function)
+            return _FAILED
+        if _size(result) > MAX_EVENT_BYTES:
+            logger.error("%s answered %s %s with more than %d bytes: Lambda refuses that response",
+                         route.function, method, path, MAX_EVENT_BYTES)
+            return _FAILED
+        response = read_response(result)
+        if not _headers_are_latin1(response):
+            logger.error("%s answered %s %s with a header value HTTP cannot carry (not Latin-1)",
+                         route.function, method, path)
+            return _FAILED
+        response.headers.append(("apigw-requestid", event["requestContext"]["requestId"]))  # as API Gateway does
+        return response
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -61,12 +114,18 @@ class LocalGateway:
                     return
         if scope["type"] != "http":
             return
-        chunks = []
+        chunks, size = [], 0
         while True:
             message = await receive()
-            chunks.append(message.get("body", b""))
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size <= MAX_BODY_BYTES:  # beyond, stop keeping it: the answer is 413 whatever the route
+                chunks.append(chunk)
             if not message.get("more_body"):
                 break
+        if size > MAX_BODY_BYTES:
+            await _answer(send, TOO_LARGE)
+            return
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
         loop = asyncio.get_running_loop()
         response = await loop.run_in_executor(
@@ -78,9 +137,13 @@ class LocalGateway:
             headers,
             b"".join(chunks),
         )
-        await send({
-            "type": "http.response.start",
-            "status": response.status,
-            "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers],
-        })
-        await send({"type": "http.response.body", "body": response.body})
+        await _answer(send, response)
+
+
+async def _answer(send: Any, response: HttpResponse) -> None:
+    await send({
+        "type": "http.response.start",
+        "status": response.status,
+        "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers],
+    })
+    await send({"type": "http.response.body", "body": response.body})

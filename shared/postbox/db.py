@@ -209,7 +209,8 @@ def domain_errors() -> Iterator[None]:
     try:
         yield
     except psycopg.Error as e:
-        error = errors.from_sqlstate(e.sqlstate, e.diag.message_primary or "", e.diag.message_detail)
+        diag = e.diag
+        error = errors.from_sqlstate(e.sqlstate, diag.message_primary or "", diag.message_detail, diag.message_hint)
         if error is None:
             raise
         raise error from None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 
@@ -51,6 +52,10 @@ class TooLarge(PostboxError):
     status, code = 413, "too_large"
 
 
+class UnsupportedMediaType(PostboxError):
+    status, code = 415, "unsupported_media_type"
+
+
 class Unprocessable(PostboxError):
     """Well-formed but invalid input, where a surface answers 422 (its validation status)."""
 
@@ -76,15 +81,31 @@ _BY_SQLSTATE: dict[str, type[PostboxError]] = {
     "PB403": LimitExceeded,
     "PB404": NotFound,
     "PB409": Conflict,
+    "PB410": Gone,
+    "PB412": PreconditionFailed,
     "PB413": TooLarge,
     "PB422": Unprocessable,
     "PB429": TooManyRequests,
 }
 
 
-def from_sqlstate(sqlstate: str | None, message: str, detail: str | None) -> PostboxError | None:
-    """The typed error for a PB-class SQLSTATE raised by our SQL functions (detail = the code)."""
+def from_sqlstate(
+    sqlstate: str | None, message: str, detail: str | None, hint: str | None = None
+) -> PostboxError | None:
+    """The typed error for a PB-class SQLSTATE raised by our SQL functions (detail = the code; a
+    hint, when there is one, is a JSON object of the error's details)."""
     kind = _BY_SQLSTATE.get(sqlstate or "")
     if kind is None:
         return None
-    return kind(message, code=detail) if detail else kind(message)
+    return kind(message, code=detail or None, **_hint_details(hint))
+
+
+def _hint_details(hint: str | None) -> dict[str, Any]:
+    """A JSON object hint is the error's details; any other hint is kept as text, never a crash."""
+    if not hint:
+        return {}
+    try:
+        found = json.loads(hint)
+    except ValueError:
+        return {"hint": hint}
+    return found if isinstance(found, dict) else {"hint": hint}

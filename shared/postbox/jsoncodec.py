@@ -28,10 +28,15 @@ _DIGITS_TO_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _LONG_RUN = b"0" * 19
 
 
+def has_long_digit_run(raw: bytes) -> bool:
+    """Whether the text may hold an integer beyond 64 bits, which orjson would turn into a float."""
+    return _LONG_RUN in raw.translate(_DIGITS_TO_ZERO)
+
+
 def loads(data: bytes | bytearray | memoryview | str) -> Any:
     """Parse JSON as `json.loads` would, by orjson when that gives the same answer."""
     raw = data.encode() if isinstance(data, str) else bytes(data)
-    if _LONG_RUN not in raw.translate(_DIGITS_TO_ZERO):
+    if not has_long_digit_run(raw):
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:

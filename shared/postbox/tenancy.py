@@ -7,14 +7,13 @@ scopes, an optional project, an expiry and a revocation time.
 from __future__ import annotations
 
 import hashlib
-import re
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime
 
 import psycopg
 
-from . import db
+from . import db, names
 from .errors import Conflict, Forbidden, Invalid, NotFound, Unauthorized
 
 ROLES = ("read", "write", "manage", "anon")
@@ -131,14 +130,9 @@ def tenant_id_by_name(name: str) -> str | None:
         return str(row[0]) if row else None
 
 
-PROJECT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-
-
 def create_project(tenant_id: str, name: str) -> str:
     """A new project of the tenant; its name is unique in the tenant (409 when taken)."""
-    if not isinstance(name, str) or not PROJECT_NAME.match(name):
-        raise Invalid("A project name is 1-64 letters, digits, dots, dashes or underscores, starting with a letter"
-                      " or digit.", code="invalid_name")
+    names.PROJECT.check(name)
     with db.transaction() as conn:
         row = conn.execute(
             "INSERT INTO projects (tenant_id, name) VALUES (%s, %s) ON CONFLICT (tenant_id, name) DO NOTHING"

@@ -63,7 +63,7 @@ def test_spec_form_reads_ndjson_with_incarnation_and_server_headers(api, stream)
     assert r.headers["cache-control"] == "no-store"
     head = api.head(spec)
     assert head.status_code == 200 and head.content == b""
-    assert head.headers["ursula-max-request-bytes"] == str(8 * 1024 * 1024)
+    assert head.headers["ursula-max-request-bytes"] == str(4 * 1024 * 1024)
     assert head.headers["stream-incarnation"] == r.headers["stream-incarnation"]
 
 
@@ -131,7 +131,10 @@ def test_snapshot_from_staged_parts(api, stream):
     assert api.put(f"{spec}/snapshot/{off(2)}", headers={"stream-snapshot-parts": digests[0]}).status_code == 400
     api.post(f"{spec}/snapshot/{off(2)}/parts", content=b"x", headers={"content-type": "application/json"})
     assert api.delete(f"{spec}/snapshot/parts").status_code == 204
-    assert api.get(f"{spec}/snapshot/parts").status_code in (400, 405)
+    r = api.get(f"{spec}/snapshot/parts")  # the row `GET .../snapshot/{offset}`: "parts" is no offset
+    assert r.status_code == 400 and error_code(r) == "INVALID_OFFSET"
+    r = api.post(f"{spec}/snapshot/parts")  # a path of the route table, with a method it does not serve
+    assert r.status_code == 405 and error_code(r) == "METHOD_NOT_ALLOWED"
 
 
 def test_bootstrap_is_snapshot_then_updates(api, stream):
@@ -220,12 +223,14 @@ def test_read_only_key_refused_on_writes(gateway, api, stream):
         assert reader.delete(path).status_code == 403
 
 
-def test_body_over_8_mib_is_413(api):
+def test_body_over_4_mib_is_413(api):
     path = f"/v1/stream/big-{uuid.uuid4().hex[:8]}"
     api.put(path, headers={"content-type": "application/octet-stream"})
-    r = api.post(path, content=b"\0" * (8 * 1024 * 1024 + 1), headers={"content-type": "application/octet-stream"})
+    r = api.post(path, content=b"\0" * (4 * 1024 * 1024 + 1), headers={"content-type": "application/octet-stream"})
     assert r.status_code == 413 and error_code(r) == "REQUEST_TOO_LARGE"
-    assert r.headers["ursula-max-request-bytes"] == str(8 * 1024 * 1024)
+    assert r.headers["ursula-max-request-bytes"] == str(4 * 1024 * 1024)
+    assert api.post(path, content=b"\0" * (4 * 1024 * 1024), headers={"content-type": "application/octet-stream"}
+                    ).status_code == 204  # the largest body fits in a Lambda event, base64 and all
 
 
 def test_error_bodies_and_statuses(api, stream):
@@ -264,37 +269,51 @@ def test_unknown_paths_answer_like_api_gateway(api):
     assert r.status_code == 404 and r.json() == {"message": "Not Found"}
 
 
-def test_long_poll_wakes_on_append(api, stream):
+def _while_waiting(notify_only, request, write) -> httpx.Response:
+    """Run `request` on a thread, do `write` once it sleeps waiting for a NOTIFY, return its answer."""
     import threading
-    import time
 
-    path, _ = stream
     result = {}
-
-    def wait():
-        result["r"] = api.get(path, params={"offset": off(2), "live": "long-poll"})
-
-    t = threading.Thread(target=wait)
+    t = threading.Thread(target=lambda: result.update(r=request()))
     t.start()
-    time.sleep(0.3)
-    api.post(path, content=b'{"late": true}', headers={"content-type": "application/json"})
-    t.join(timeout=10)
-    r = result["r"]
+    notify_only.wait_until_asleep()
+    write()
+    t.join(timeout=15)
+    return result["r"]
+
+
+def test_long_poll_wakes_on_append(api, stream, notify_only):
+    path, _ = stream
+    r = _while_waiting(notify_only, lambda: api.get(path, params={"offset": off(2), "live": "long-poll"}),
+                       lambda: api.post(path, content=b'{"late": true}', headers={"content-type": "application/json"}))
     assert r.status_code == 200 and r.json() == [{"late": True}]
     assert r.headers["stream-cursor"].isdigit()
+    assert notify_only.woken == [True]  # the append's NOTIFY woke it, not a re-check
+
+
+def test_sse_window_wakes_on_append_and_ends_with_it(api, stream, notify_only):
+    path, _ = stream
+    r = _while_waiting(notify_only, lambda: api.get(path, params={"offset": off(2), "live": "sse"}),
+                       lambda: api.post(path, content=b'{"late": true}', headers={"content-type": "application/json"}))
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    events = [e for e in r.text.split("\n\n") if e]
+    assert [e.splitlines()[0] for e in events] == ["event: control", "event: data", "event: control"]
+    assert events[1].splitlines()[1] == 'data:[{"late":true}]'
+    assert f'"streamNextOffset":"{off(3)}"' in events[2]
+    assert notify_only.woken == [True]
 
 
 def test_producer_limit_is_429_with_retry_after(api, stream, monkeypatch):
-    from postbox.durable import service
+    from postbox.durable import writes
 
     path, _ = stream
-    monkeypatch.setattr(service, "MAX_PRODUCERS", 1)
+    monkeypatch.setattr(writes, "MAX_PRODUCERS", 1)
     ok = api.post(path, content=b"1", headers={"content-type": "application/json", "producer-id": "a",
                                                "producer-epoch": "0", "producer-seq": "0"})
     assert ok.status_code == 200 and ok.headers["stream-offset"] == off(2)
     r = api.post(path, content=b"2", headers={"content-type": "application/json", "producer-id": "b",
                                               "producer-epoch": "0", "producer-seq": "0"})
-    assert r.status_code == 429 and error_code(r) == "PRODUCER_LIMIT" and r.headers["retry-after"]
+    assert r.status_code == 429 and error_code(r) == "PRODUCER_LIMIT" and r.headers["retry-after"] == "60"
 
 
 def test_concurrent_requests_of_two_tenants_stay_apart(gateway, make_tenant):
@@ -327,3 +346,42 @@ def test_concurrent_requests_of_two_tenants_stay_apart(gateway, make_tenant):
         with client(gateway.url, t.key) as c:
             parts = [p for p in c.get(f"/v1/stream/{name}").text.split(";") if p]
         assert len(parts) == 60 and all(p.startswith(t.tenant_id[:8]) for p in parts)
+
+
+def test_append_refusals_keep_their_bodies_and_headers(api, stream):
+    """Each refusal `durable_append` raises reaches the client with its status, body and headers."""
+    path, spec = stream
+    text = {"content-type": "application/json"}
+
+    def producer(epoch: int, seq: int) -> dict[str, str]:
+        return {**text, "producer-id": "p", "producer-epoch": str(epoch), "producer-seq": str(seq)}
+
+    assert api.post(path, content=b"1", headers=producer(1, 0)).status_code == 200
+    stale = api.post(path, content=b"1", headers=producer(0, 1))
+    assert (stale.status_code, stale.json()) == (403, {"error": {"code": "PRODUCER_EPOCH_STALE",
+                                                                 "message": "Stale producer epoch."}})
+    assert stale.headers["producer-epoch"] == "1" and stale.headers["producer-outcome"] == "rejected"
+    gap = api.post(path, content=b"1", headers=producer(1, 7))
+    assert gap.json()["error"] == {"code": "PRODUCER_SEQ_CONFLICT", "message": "Producer sequence gap."}
+    assert (gap.headers["producer-expected-seq"], gap.headers["producer-received-seq"]) == ("1", "7")
+    new_epoch = api.post(path, content=b"1", headers=producer(2, 3))
+    assert (new_epoch.status_code, new_epoch.json()["error"]["message"]) == (
+        400, "A new producer epoch starts at sequence 0.")
+    assert api.post(path, content=b"1", headers={**text, "stream-seq": "b"}).status_code == 204
+    seq = api.post(path, content=b"1", headers={**text, "stream-seq": "a"})
+    assert (seq.status_code, seq.json()["error"]) == (409, {"code": "STREAM_SEQ_CONFLICT",
+                                                           "message": "Stream-Seq must increase."})
+    other = api.post(spec, content=b"1", headers={**text, "stream-incarnation": "0" * 16})
+    assert other.status_code == 412 and other.json()["error"]["code"] == "INCARNATION_MISMATCH"
+    assert other.headers["stream-incarnation"] == api.head(spec).headers["stream-incarnation"]
+    invalid = api.post(path, content=b"{", headers=text)
+    assert invalid.status_code == 400 and invalid.json()["error"]["message"].startswith("Invalid JSON: ")
+    assert api.post(path, headers={"stream-closed": "true"}).status_code == 204
+    closed = api.post(path, content=b"1", headers=text)
+    assert (closed.status_code, closed.json()["error"]) == (409, {"code": "STREAM_CLOSED",
+                                                                 "message": "The stream is closed."})
+    assert closed.headers["stream-closed"] == "true" and closed.headers["stream-next-offset"] == off(4)
+    assert api.delete(path).status_code == 204
+    missing = api.post(path, content=b"1", headers=text)
+    assert (missing.status_code, missing.json()["error"]) == (404, {"code": "STREAM_NOT_FOUND",
+                                                                   "message": "Stream not found."})

@@ -70,7 +70,7 @@ def test_configure_and_bad_bodies_are_400_naming_the_field(api):
     r = api.post("/api/v1/push", content=b"{nope", headers={"content-type": "application/json"})
     assert r.status_code == 400 and "error" in r.json()
     r = api.post("/api/v1/push", json={"items": [{"queue": "bad name!", "payload": 1}]})
-    assert r.status_code == 400 and r.json()["error"].startswith("queue")
+    assert r.status_code == 400 and r.json()["error"].startswith("items.0.queue")
     r = api.post("/api/v1/ack", json={"transactionId": "x"})
     assert r.status_code == 400 and r.json()["error"].startswith("leaseId")
     _push(api, "c", [1])

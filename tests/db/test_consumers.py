@@ -139,3 +139,12 @@ def test_lambda_invoker_calls_lambda_and_reports_function_errors():
 def test_local_consumer_spec_parsing():
     assert local_consumers("a=x.y, b = m.n ,junk") == {"a": "x.y", "b": "m.n"}
     assert local_consumers("") == {}
+
+
+def test_an_unknown_local_consumer_points_at_postbox_consumers(monkeypatch, tmp_path):
+    for name in ("AWS_DEFAULT_REGION", "AWS_REGION", "AWS_LAMBDA_FUNCTION_NAME", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("POSTBOX_CONSUMERS", "")
+    with pytest.raises(ConsumerFailed, match="POSTBOX_CONSUMERS=\"send-email=package.module.function\""):
+        choose_invoker()("send-email", {"queue": "q", "messages": []})

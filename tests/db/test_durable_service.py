@@ -8,15 +8,15 @@ import uuid
 
 import pytest
 
-from postbox import db
-from postbox.durable import jsontext, offsets, service
-from postbox.durable.service import CreateSpec, Producer, Scope
-from postbox.errors import Conflict, Forbidden, Gone, Invalid, NotFound
+from postbox import db, tenancy
+from postbox.durable import catalog, jsontext, lifecycle, offsets, reads, writes
+from postbox.durable.model import CreateSpec, Producer, Scope
+from postbox.errors import Conflict, Gone, Invalid, NotFound, PostboxError
 
 
 @pytest.fixture
 def scope(tenant) -> Scope:
-    return Scope(tenant.tenant_id, service.default_project(tenant.tenant_id))
+    return Scope(tenant.tenant_id, tenancy.project_id(tenant.principal))
 
 
 def name() -> str:
@@ -24,19 +24,19 @@ def name() -> str:
 
 
 def payloads(scope: Scope, stream: str, start: int | None = None) -> list[bytes]:
-    return service.read(scope, stream, start, max_bytes=1 << 30).payloads
+    return reads.read(scope, stream, start, max_bytes=1 << 30).payloads
 
 
 def test_concurrent_appends_lose_nothing_and_offsets_are_gapless(scope):
     s = name()
-    service.create(scope, s, CreateSpec(content_type="text/plain"))
+    lifecycle.create(scope, s, CreateSpec(content_type="text/plain"))
     threads, per = 8, 25
     results: list[int] = []
     lock = threading.Lock()
 
     def writer(w: int) -> None:
         for i in range(per):
-            written = service.append(scope, s, f"{w}:{i};".encode(), content_type="text/plain")
+            written = writes.append(scope, s, f"{w}:{i};".encode(), content_type="text/plain")
             with lock:
                 results.append(written.offset)
 
@@ -56,12 +56,12 @@ def test_concurrent_appends_lose_nothing_and_offsets_are_gapless(scope):
 
 def test_concurrent_duplicate_producer_writes_apply_once(scope):
     s = name()
-    service.create(scope, s, CreateSpec(content_type="text/plain"))
+    lifecycle.create(scope, s, CreateSpec(content_type="text/plain"))
     outcomes: list[bool] = []
     lock = threading.Lock()
 
     def send(seq: int) -> None:
-        w = service.append(scope, s, f"m{seq}".encode(), content_type="text/plain", producer=Producer("p", 0, seq))
+        w = writes.append(scope, s, f"m{seq}".encode(), content_type="text/plain", producer=Producer("p", 0, seq))
         with lock:
             outcomes.append(w.duplicate)
 
@@ -77,77 +77,78 @@ def test_concurrent_duplicate_producer_writes_apply_once(scope):
 
 def test_producer_epochs_and_gaps(scope):
     s = name()
-    service.create(scope, s, CreateSpec(content_type="text/plain"))
-    service.append(scope, s, b"a", content_type="text/plain", producer=Producer("p", 1, 0))
-    with pytest.raises(Forbidden) as stale:
-        service.append(scope, s, b"b", content_type="text/plain", producer=Producer("p", 0, 1))
+    lifecycle.create(scope, s, CreateSpec(content_type="text/plain"))
+    writes.append(scope, s, b"a", content_type="text/plain", producer=Producer("p", 1, 0))
+    with pytest.raises(PostboxError) as stale:  # PB403: the class of every 403 out of SQL
+        writes.append(scope, s, b"b", content_type="text/plain", producer=Producer("p", 0, 1))
+    assert (stale.value.status, stale.value.code) == (403, "PRODUCER_EPOCH_STALE")
     assert stale.value.details["current_epoch"] == 1
     with pytest.raises(Conflict) as gap:
-        service.append(scope, s, b"c", content_type="text/plain", producer=Producer("p", 1, 5))
+        writes.append(scope, s, b"c", content_type="text/plain", producer=Producer("p", 1, 5))
     assert (gap.value.details["expected_seq"], gap.value.details["received_seq"]) == (1, 5)
     with pytest.raises(Invalid):
-        service.append(scope, s, b"d", content_type="text/plain", producer=Producer("p", 2, 3))
-    service.append(scope, s, b"e", content_type="text/plain", producer=Producer("p", 2, 0))
+        writes.append(scope, s, b"d", content_type="text/plain", producer=Producer("p", 2, 3))
+    writes.append(scope, s, b"e", content_type="text/plain", producer=Producer("p", 2, 0))
     assert payloads(scope, s) == [b"a", b"e"]
 
 
 def test_stream_seq_and_close(scope):
     s = name()
-    service.create(scope, s, CreateSpec(content_type="text/plain"))
-    service.append(scope, s, b"1", content_type="text/plain", seq="09")
-    service.append(scope, s, b"2", content_type="text/plain", seq="10")
+    lifecycle.create(scope, s, CreateSpec(content_type="text/plain"))
+    writes.append(scope, s, b"1", content_type="text/plain", seq="09")
+    writes.append(scope, s, b"2", content_type="text/plain", seq="10")
     with pytest.raises(Conflict):
-        service.append(scope, s, b"3", content_type="text/plain", seq="10")
-    closed = service.append(scope, s, b"last", content_type="text/plain", close=True)
+        writes.append(scope, s, b"3", content_type="text/plain", seq="10")
+    closed = writes.append(scope, s, b"last", content_type="text/plain", close=True)
     assert closed.closed and closed.next_offset == 3
     with pytest.raises(Conflict) as err:
-        service.append(scope, s, b"more", content_type="text/plain")
+        writes.append(scope, s, b"more", content_type="text/plain")
     assert err.value.code == "STREAM_CLOSED" and err.value.details["next_offset"] == 3
-    assert service.read(scope, s, 3, max_bytes=100).closed_at_tail
+    assert reads.read(scope, s, 3, max_bytes=100).closed_at_tail
 
 
 def test_fork_reads_through_chain_and_cascading_delete(scope):
     src, fork, grand = name(), name(), name()
-    service.create(scope, src, CreateSpec(content_type="text/plain", body=b"a"))
-    service.append(scope, src, b"b", content_type="text/plain")
-    service.create(scope, fork, CreateSpec(source_name=src, fork_offset=1))
-    service.append(scope, src, b"c", content_type="text/plain")  # after the fork point: not in the fork
-    service.append(scope, fork, b"x", content_type="text/plain")
-    service.create(scope, grand, CreateSpec(source_name=fork, fork_sub_offset=0))
-    service.append(scope, grand, b"y", content_type="text/plain")
+    lifecycle.create(scope, src, CreateSpec(content_type="text/plain", body=b"a"))
+    writes.append(scope, src, b"b", content_type="text/plain")
+    lifecycle.create(scope, fork, CreateSpec(source_name=src, fork_offset=1))
+    writes.append(scope, src, b"c", content_type="text/plain")  # after the fork point: not in the fork
+    writes.append(scope, fork, b"x", content_type="text/plain")
+    lifecycle.create(scope, grand, CreateSpec(source_name=fork, fork_sub_offset=0))
+    writes.append(scope, grand, b"y", content_type="text/plain")
     assert payloads(scope, fork) == [b"a", b"x"]
     assert payloads(scope, grand) == [b"a", b"x", b"y"]
     assert payloads(scope, grand, 1) == [b"x", b"y"]
-    service.delete(scope, src)  # soft: forks still read it
+    lifecycle.delete(scope, src)  # soft: forks still read it
     with pytest.raises(Gone):
-        service.read(scope, src, None, max_bytes=10)
+        reads.read(scope, src, None, max_bytes=10)
     with pytest.raises(Conflict):
-        service.create(scope, src, CreateSpec(content_type="text/plain"))
-    service.delete(scope, fork)
+        lifecycle.create(scope, src, CreateSpec(content_type="text/plain"))
+    lifecycle.delete(scope, fork)
     assert payloads(scope, grand) == [b"a", b"x", b"y"]
-    service.delete(scope, grand)  # the last reader goes: the soft-deleted chain is collected
+    lifecycle.delete(scope, grand)  # the last reader goes: the soft-deleted chain is collected
     with pytest.raises(NotFound):
-        service.head(scope, src)
+        catalog.head(scope, src)
     with pytest.raises(NotFound):
-        service.head(scope, fork)
-    assert service.create(scope, src, CreateSpec(content_type="text/plain")).created
+        catalog.head(scope, fork)
+    assert lifecycle.create(scope, src, CreateSpec(content_type="text/plain")).created
 
 
 def test_fork_at_sub_offset_keeps_a_prefix(scope):
     src, fork = name(), name()
-    service.create(scope, src, CreateSpec(content_type="application/json", body=b"[1, 2, 3]"))
-    service.create(scope, fork, CreateSpec(source_name=src, fork_offset=0, fork_sub_offset=2))
-    r = service.read(scope, fork, None, max_bytes=100)
+    lifecycle.create(scope, src, CreateSpec(content_type="application/json", body=b"[1, 2, 3]"))
+    lifecycle.create(scope, fork, CreateSpec(source_name=src, fork_offset=0, fork_sub_offset=2))
+    r = reads.read(scope, fork, None, max_bytes=100)
     assert jsontext.as_array(r.payloads) == b"[1,2]" and r.next_offset == 1
     with pytest.raises(Invalid):
-        service.create(scope, name(), CreateSpec(source_name=src, fork_offset=0, fork_sub_offset=4))
+        lifecycle.create(scope, name(), CreateSpec(source_name=src, fork_offset=0, fork_sub_offset=4))
 
 
 def test_expiry_removes_or_soft_deletes(scope):
     lone, src, fork = name(), name(), name()
-    service.create(scope, lone, CreateSpec(content_type="text/plain", ttl_seconds=60, body=b"x"))
-    service.create(scope, src, CreateSpec(content_type="text/plain", ttl_seconds=60, body=b"y"))
-    service.create(scope, fork, CreateSpec(source_name=src, ttl_seconds=3600))
+    lifecycle.create(scope, lone, CreateSpec(content_type="text/plain", ttl_seconds=60, body=b"x"))
+    lifecycle.create(scope, src, CreateSpec(content_type="text/plain", ttl_seconds=60, body=b"y"))
+    lifecycle.create(scope, fork, CreateSpec(source_name=src, ttl_seconds=3600))
     with db.transaction() as conn:
         conn.execute("UPDATE durable_streams SET accessed_at = accessed_at - interval '1 hour'"
                      " WHERE project_id = %s AND name = ANY(%s)", (scope.project_id, [lone, src]))
@@ -160,20 +161,20 @@ def test_expiry_removes_or_soft_deletes(scope):
                             (scope.project_id, lone)).fetchone()[0]
     assert left == 0  # removed by the agent, not by a request
     with pytest.raises(NotFound):
-        service.head(scope, lone)
+        catalog.head(scope, lone)
     with pytest.raises(Gone):
-        service.head(scope, src)
+        catalog.head(scope, src)
     assert payloads(scope, fork) == [b"y"]
 
 
 def test_retention_drops_records_and_answers_gone(scope):
     s = name()
-    service.create(scope, s, CreateSpec(content_type="text/plain"))
+    lifecycle.create(scope, s, CreateSpec(content_type="text/plain"))
     for i in range(5):
-        service.append(scope, s, str(i).encode(), content_type="text/plain")
-    assert service.retain(scope, s, 3) == 3
+        writes.append(scope, s, str(i).encode(), content_type="text/plain")
+    assert lifecycle.retain(scope, s, 3) == 3
     with pytest.raises(Gone):
-        service.read(scope, s, 2, max_bytes=100)
+        reads.read(scope, s, 2, max_bytes=100)
     assert payloads(scope, s) == [b"3", b"4"]
     with db.transaction() as conn:
         left = conn.execute(
@@ -184,12 +185,12 @@ def test_retention_drops_records_and_answers_gone(scope):
 
 def test_read_is_bounded_in_bytes_but_returns_one_append(scope):
     s = name()
-    service.create(scope, s, CreateSpec(content_type="application/octet-stream"))
+    lifecycle.create(scope, s, CreateSpec(content_type="application/octet-stream"))
     for _ in range(4):
-        service.append(scope, s, b"z" * 100, content_type="application/octet-stream")
-    r = service.read(scope, s, None, max_bytes=250)
+        writes.append(scope, s, b"z" * 100, content_type="application/octet-stream")
+    r = reads.read(scope, s, None, max_bytes=250)
     assert len(r.payloads) == 2 and r.next_offset == 2 and not r.up_to_date
-    r = service.read(scope, s, None, max_bytes=10)
+    r = reads.read(scope, s, None, max_bytes=10)
     assert len(r.payloads) == 1
 
 
@@ -214,13 +215,13 @@ def test_offsets_are_sortable_and_strict():
 
 def test_retention_stops_at_a_forks_offset(scope):
     src, fork = name(), name()
-    service.create(scope, src, CreateSpec(content_type="text/plain", body=b"a"))
+    lifecycle.create(scope, src, CreateSpec(content_type="text/plain", body=b"a"))
     for b in (b"b", b"c"):
-        service.append(scope, src, b, content_type="text/plain")
-    service.create(scope, fork, CreateSpec(source_name=src, fork_offset=2))
+        writes.append(scope, src, b, content_type="text/plain")
+    lifecycle.create(scope, fork, CreateSpec(source_name=src, fork_offset=2))
     with pytest.raises(Invalid):  # the fork still reads offsets 0 and 1 through the source
-        service.retain(scope, src, 1)
+        lifecycle.retain(scope, src, 1)
     assert payloads(scope, fork) == [b"a", b"b"]
-    service.retain(scope, fork, 2)  # the fork lets go of what it inherited
-    assert service.retain(scope, src, 3) == 3
+    lifecycle.retain(scope, fork, 2)  # the fork lets go of what it inherited
+    assert lifecycle.retain(scope, src, 3) == 3
     assert payloads(scope, fork) == []

@@ -573,7 +573,7 @@ def test_project_file_runs_infra_with_the_repo_venv():
 
 
 def test_example_dev_config_is_valid():
-    config = yaml.safe_load((REPO / "Pulumi.dev.yaml").read_text())["config"]
+    config = yaml.safe_load((REPO / "Pulumi.example.yaml").read_text())["config"]
     ours = {k.split(":", 1)[1]: v for k, v in config.items() if k.startswith("postbox:")}
     assert set(ours) <= config_keys(), set(ours) - config_keys()
     run = run_stack("dev", ours)

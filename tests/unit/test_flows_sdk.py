@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from postbox.flows import Query, Runner, count, sum_of
-from postbox.flows.sdk.fold import Message, fold, needed_keys, prepare, stream_time
-from postbox.flows.sdk.keys import SEP, WATERMARK, state_key
-from postbox.flows.sdk.windows import Cron, Session, Sliding, Tumbling, iso_ms
+from postbox_client.flows.fold import Message, fold, needed_keys, prepare, stream_time
+from postbox_client.flows.keys import SEP, WATERMARK, state_key
+from postbox_client.flows.windows import Cron, Session, Sliding, Tumbling, iso_ms
 
 MIN = 60_000
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 
 import pytest
 
@@ -37,13 +38,50 @@ def test_match_extracts_path_parameters():
 
 
 def test_match_misses_unknown_paths_and_methods():
-    # Only the durable surface's greedy `/{account}/{path+}` (the spec's `/{account}/s.{name}`) can
-    # catch an unknown path; its function answers 404 `{"message": "Not Found"}` as API Gateway would.
+    # Paths of three or more segments that no other row serves reach the durable surface's catch-all
+    # under a hosted-form stream (`/{account}/{stream}/{rest+}`), whose function answers API Gateway's
+    # own 404 `{"message": "Not Found"}` when `{stream}` is not `s.{name}`; shorter ones reach nothing.
     for method, path in (("GET", "/api/v1/nothing"), ("PUT", "/api/v1/queues"), ("GET", "/api/v1/queues/a/b/c/d")):
-        found = match(method, path)
-        assert found is None or found[0].path == "/{account}/{path+}"
+        route, params = match(method, path)
+        assert (route.function, route.path) == ("durable", "/{account}/{stream}/{rest+}")
+    assert match("GET", "/api/v1/queues/a/b/c/d")[1] == {"account": "api", "stream": "v1", "rest": "queues/a/b/c/d"}
     assert match("GET", "/nothing") is None
     assert match("PATCH", "/api/v1/nothing") is None
+    assert match("PATCH", "/acme/s.orders") is None
+
+
+def _sample_path(route) -> str:
+    """A request path for the row, each parameter filled with a value no static segment has."""
+    return re.sub(r"\{(\w+)(\+?)\}", lambda m: f"p-{m.group(1)}" + ("/more" if m.group(2) else ""), route.path)
+
+
+def _resolver_pick(function: str, method: str, path: str) -> str | None:
+    """The rule the function's resolver serves a request with: the first registered route that matches."""
+    module = importlib.import_module(FUNCTIONS[function].rpartition(".")[0])
+    for r in [*module.app._static_routes, *module.app._dynamic_routes]:
+        if r.method == method and r.rule.match(path):
+            return r.path
+    return None
+
+
+@pytest.mark.parametrize("route", [r for r in ROUTES if r.function == "durable"], ids=lambda r: r.route_key)
+def test_the_durable_resolver_picks_the_row_api_gateway_picks(route):
+    path = _sample_path(route)
+    picked, _ = match(route.method, path)
+    assert picked == route
+    assert _resolver_pick("durable", route.method, path) == route.resolver_path
+
+
+@pytest.mark.parametrize(("method", "path", "expected"), [
+    ("GET", "/v1/stream/bootstrap", "/v1/stream/{name}"),  # static segments win over the hosted form's rows
+    ("GET", "/acme/s.orders/snapshot/parts", "/{account}/{stream}/snapshot/{offset}"),
+    ("POST", "/acme/s.orders/snapshot/parts", "/{account}/{stream}/{rest+}"),
+    ("GET", "/acme/s.orders/incarnation/t/chunk/o/more", "/{account}/{stream}/{rest+}"),
+])
+def test_the_durable_resolver_agrees_where_rows_overlap(method, path, expected):
+    picked, _ = match(method, path)
+    assert picked.path == expected
+    assert _resolver_pick("durable", method, path) == picked.resolver_path
 
 
 def test_every_agent_handler_imports_and_has_a_valid_rate():

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from postbox import db
 from postbox.errors import Conflict, Invalid, NotFound, TooLarge, TooManyRequests
 
-from .service import Scope, _check_incarnation, _get
+from .catalog import check_incarnation, get
+from .model import Scope
 from .store import Stream
 
 MAX_SNAPSHOT = 8 * 1024 * 1024
@@ -55,16 +56,16 @@ def publish(scope: Scope, name: str, offset: int, body: bytes, content_type: str
             incarnation: str | None = None) -> str:
     """Publish the snapshot at `offset`; the same content again is accepted, other content is 409."""
     with db.transaction() as conn:
-        stream = _get(conn, scope, name, lock=True)
-        _check_incarnation(stream, incarnation)
+        stream = get(conn, scope, name, lock=True)
+        check_incarnation(stream, incarnation)
         _check_offset(stream, offset)
         return _store(conn, stream, offset, content_type, body)
 
 
 def stage_part(scope: Scope, name: str, offset: int, body: bytes, incarnation: str | None = None) -> str:
     with db.transaction() as conn:
-        stream = _get(conn, scope, name, lock=True)
-        _check_incarnation(stream, incarnation)
+        stream = get(conn, scope, name, lock=True)
+        check_incarnation(stream, incarnation)
         _check_offset(stream, offset)
         count, size = conn.execute(
             "SELECT count(*), coalesce(sum(octet_length(body)), 0) FROM durable_snapshot_parts WHERE stream_id = %s",
@@ -90,8 +91,8 @@ def commit_parts(scope: Scope, name: str, offset: int, parts: list[str], content
     if not parts:
         raise Invalid("Stream-Snapshot-Parts names no part.", code="INVALID_PARTS_COMMIT")
     with db.transaction() as conn:
-        stream = _get(conn, scope, name, lock=True)
-        _check_incarnation(stream, incarnation)
+        stream = get(conn, scope, name, lock=True)
+        check_incarnation(stream, incarnation)
         _check_offset(stream, offset)
         found = dict(conn.execute(
             'SELECT digest, body FROM durable_snapshot_parts WHERE stream_id = %s AND "offset" = %s'
@@ -111,16 +112,16 @@ def commit_parts(scope: Scope, name: str, offset: int, parts: list[str], content
 
 def discard_parts(scope: Scope, name: str, incarnation: str | None = None) -> int:
     with db.transaction() as conn:
-        stream = _get(conn, scope, name, lock=True)
-        _check_incarnation(stream, incarnation)
+        stream = get(conn, scope, name, lock=True)
+        check_incarnation(stream, incarnation)
         return conn.execute("DELETE FROM durable_snapshot_parts WHERE stream_id = %s", (stream.id,)).rowcount
 
 
 def read(scope: Scope, name: str, offset: int | None, incarnation: str | None = None) -> tuple[Stream, Snapshot]:
     """The snapshot at `offset` (None: the latest one)."""
     with db.transaction() as conn:
-        stream = _get(conn, scope, name)
-        _check_incarnation(stream, incarnation)
+        stream = get(conn, scope, name)
+        check_incarnation(stream, incarnation)
         return stream, _find(conn, stream, offset)
 
 
@@ -143,8 +144,8 @@ def latest_offset(stream: Stream) -> int | None:
 
 def latest(scope: Scope, name: str, incarnation: str | None = None) -> tuple[Stream, Snapshot | None]:
     with db.transaction() as conn:
-        stream = _get(conn, scope, name)
-        _check_incarnation(stream, incarnation)
+        stream = get(conn, scope, name)
+        check_incarnation(stream, incarnation)
         try:
             return stream, _find(conn, stream, None)
         except NotFound:

@@ -16,11 +16,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from postbox_client.flows.query import Query
+from postbox_client.flows.runner import Runner
+
 from .. import db
 from ..errors import NotFound
 from ..tenancy import Principal
 from . import queries
-from .sdk import LocalClient, Query, Runner
+from .local_client import LocalClient
 
 
 def load(factory: str) -> Query:

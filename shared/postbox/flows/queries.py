@@ -13,13 +13,11 @@ from typing import Any
 
 import psycopg
 
-from .. import db, tenancy
+from .. import db, names, tenancy
 from ..errors import Conflict, Invalid
 from ..partitioned.produce import uuid7
 from ..tenancy import Principal
 from . import quotas, sinks
-
-MAX_NAME = 256
 
 
 @dataclass(frozen=True)
@@ -62,10 +60,12 @@ def register(principal: Principal, name: str, source_queue: str, sink_queue: str
     tenant = require(principal, "write")
     if not config_hash:
         raise Invalid("config_hash is required")
-    if not name or len(name) > MAX_NAME:
-        raise Invalid(f"name: must be 1-{MAX_NAME} characters")
+    names.FLOW_QUERY.check(name, "name")
     if not source_queue:
         raise Invalid("source_queue is required")
+    names.PARTITIONED_QUEUE.check(source_queue, "source_queue")
+    if sink_queue:
+        names.PARTITIONED_QUEUE.check(sink_queue, "sink_queue")
     sink = sink_queue or None
     fresh = did_reset = False
     with db.transaction() as conn:

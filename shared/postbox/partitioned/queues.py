@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, fields
 from typing import Any
 
 import psycopg
 
+from .. import names
 from ..errors import Invalid, NotFound
 
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
-MAX_PARTITION_NAME = 256
+MAX_PARTITION_NAME = names.PARTITION.max_length
 
 
 @dataclass(frozen=True)
@@ -47,14 +46,12 @@ OPTIONS = {
 _COLUMNS = ", ".join(f.name for f in fields(Queue))
 
 
-def check_name(name: str) -> None:
-    if not NAME.match(name or ""):
-        raise Invalid("queue: must be 1-128 letters, digits or . _ : @ - (starting with a letter or digit)")
+def check_name(name: str, field: str = "queue") -> None:
+    names.PARTITIONED_QUEUE.check(name, field)
 
 
 def check_partition(name: str) -> None:
-    if not name or len(name) > MAX_PARTITION_NAME or "/" in name or not name.isprintable():
-        raise Invalid(f"partition: must be 1-{MAX_PARTITION_NAME} printable characters without '/'")
+    names.PARTITION.check(name, "partition")
 
 
 def find(conn: psycopg.Connection, tenant_id: str, name: str) -> Queue | None:

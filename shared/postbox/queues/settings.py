@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import psycopg
 
-from .. import db
+from .. import db, names
 from ..errors import Conflict, Invalid, LimitExceeded, NotFound
 from ..messages import engine
 from ..tenancy import Principal
 from . import plans
 from .catalog import find, one, require, scope
 
-NAME = re.compile(r"^[a-z][a-z0-9_-]{0,47}$")
+NAME = names.QUEUE.regex
 DEFAULT_VT = 30
 CONSUMER_DEFAULTS = {
     "function_name": None,
@@ -68,9 +67,7 @@ def _consumer(current: dict | None, change: dict | None) -> dict | None:
 def create_queue(principal: Principal, name: str, settings: dict[str, Any]) -> dict[str, Any]:
     """Create a queue; `settings` holds only the fields the caller sent."""
     require(principal, "manage")
-    if not NAME.match(name):
-        raise Invalid("Bad name: lowercase letters, digits, _ or -, starting with a letter, 1-48 characters.",
-                      code="name")
+    names.QUEUE.check(name, code="name")
     with db.transaction() as conn:
         plans.check_new_queue(conn, principal.tenant_id)
         limits, _ = plans.limits_and_usage(conn, principal.tenant_id)

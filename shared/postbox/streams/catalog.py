@@ -7,6 +7,7 @@ from datetime import datetime
 
 import psycopg
 
+from .. import names
 from ..errors import Conflict, NotFound
 from ..log import store
 from .access import Project
@@ -76,6 +77,7 @@ def listing(conn: psycopg.Connection, tenant_id: str, project: Project | None) -
 
 def _insert(conn: psycopg.Connection, tenant_id: str, project: Project, name: str, retention: str | None,
             retention_ms: int | None, max_backlog: int | None) -> int | None:
+    names.KEYED_STREAM.check(name, "stream", code="invalid_name")  # every creating path passes here
     row = conn.execute(
         "INSERT INTO streams (tenant_id, project_id, name, retention, retention_ms, max_backlog)"
         " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (project_id, name) DO NOTHING RETURNING id",

@@ -22,10 +22,18 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from .client import CycleFailed
 from .fold import Emit, FoldResult, Message, flush, fold, needed_keys, order, prepare, stream_time, to_ms
 from .keys import SEP, operator_prefix
 from .query import Query
+
+
+class CycleFailed(RuntimeError):
+    """A cycle answered `success: false`: nothing was committed, the batch will redeliver. `code`
+    says why (`not_quiet` and `state_changed` refuse an idle flush that lost a race)."""
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 log = logging.getLogger("postbox.flows")
 _IDS = uuid.UUID("5f0c1c7e-6b7a-4d2e-9f3a-2d4c8e1b7a60")  # namespace of sink transaction ids

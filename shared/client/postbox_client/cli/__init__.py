@@ -1,0 +1,97 @@
+"""The `postbox` client verbs: queues, dead letters, streams, durable streams, partitioned queues,
+flows, and `tail`. URL and key come from --url/--key, else POSTBOX_URL/POSTBOX_KEY, else the config
+file (`postbox login` writes it), else http://127.0.0.1:8080 with `.postbox/dev-key`.
+`--json` prints JSON for scripts; tables otherwise."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..client import Client
+from ..config import config_path, resolve
+from ..errors import PostboxError
+from . import queues, streams
+
+VERBS = ("queues", "dlq", "streams", "durable", "partitioned", "flows", "tail", "login")
+
+
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows defaults, except the empty ones (None, False) that say nothing."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False or action.default == argparse.SUPPRESS \
+                or "%(default)" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _common() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("connection and output")
+    g.add_argument("--url", default=None, help="Postbox URL (else $POSTBOX_URL, the config file, http://127.0.0.1:8080)")
+    g.add_argument("--key", default=None, help="API key (else $POSTBOX_KEY, the config file, .postbox/dev-key)")
+    g.add_argument("--profile", default=None, help="config file profile (else $POSTBOX_PROFILE, 'default')")
+    g.add_argument("--json", action="store_true", help="print JSON (for scripts) instead of tables")
+    return p
+
+
+COMMON = _common()
+
+
+def leaf(verbs, name: str, fn, text: str) -> argparse.ArgumentParser:
+    p = verbs.add_parser(name, help=text, description=text, parents=[COMMON], formatter_class=_Help)
+    p.set_defaults(run=fn)
+    return p
+
+
+def login(args, _pb) -> None:
+    """Save URL and key in the config file's profile (the file is made readable by you only)."""
+    path = config_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    profile = args.profile or "default"
+    kept = _other_profiles(path.read_text() if path.is_file() else "", profile)
+    block = f'[{profile}]\nurl = "{args.url or resolve().url}"\nkey = "{args.key or ""}"\n'
+    path.write_text(kept + block)
+    path.chmod(0o600)
+    print(f"saved profile {profile!r} in {path}")
+
+
+def _other_profiles(text: str, profile: str) -> str:
+    out, skipping = [], False
+    for line in text.splitlines(keepends=True):
+        if line.strip().startswith("["):
+            skipping = line.strip() == f"[{profile}]"
+        if not skipping:
+            out.append(line)
+    return "".join(out)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="postbox", description=__doc__, formatter_class=_Help)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    queues.register(sub, leaf)
+    streams.register(sub, leaf)
+    # The work surface (/v1/modules/scaiqueue) registers its verbs here when it lands.
+    leaf(sub, "login", login, "save --url and --key in the config file (profile from --profile)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.run is login:
+        login(args, None)
+        return 0
+    try:
+        with Client(args.url, args.key, profile=args.profile) as pb:
+            args.run(args, pb)
+    except PostboxError as error:
+        print(f"postbox: {error}", file=sys.stderr)
+        return 1
+    except BrokenPipeError:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

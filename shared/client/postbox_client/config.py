@@ -1,0 +1,56 @@
+"""Where the client finds the URL and the key: arguments, then the environment, then a config file.
+
+    POSTBOX_URL, POSTBOX_KEY, POSTBOX_PROFILE     environment
+    ~/.config/postbox/config.toml                 (or POSTBOX_CONFIG) one table per profile:
+
+        [default]
+        url = "https://abc123.execute-api.eu-west-1.amazonaws.com"
+        key = "pbk_..."
+
+Without a key anywhere, a `.postbox/dev-key` in the current directory (what `make dev` writes) is
+used, so the examples run as they are against a local server.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+DEV_KEY_FILE = Path(".postbox") / "dev-key"
+
+
+def config_path() -> Path:
+    explicit = os.environ.get("POSTBOX_CONFIG")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "postbox" / "config.toml"
+
+
+@dataclass(frozen=True)
+class Target:
+    url: str
+    key: str | None
+
+
+def _profile(name: str) -> dict[str, str]:
+    path = config_path()
+    if not path.is_file():
+        return {}
+    with path.open("rb") as f:
+        data = tomllib.load(f)
+    table = data.get(name, {})
+    return {k: str(v) for k, v in table.items()} if isinstance(table, dict) else {}
+
+
+def resolve(url: str | None = None, key: str | None = None, profile: str | None = None) -> Target:
+    """The URL and key to use, the first found of: arguments, environment, config file, defaults."""
+    table = _profile(profile or os.environ.get("POSTBOX_PROFILE") or "default")
+    found_url = url or os.environ.get("POSTBOX_URL") or table.get("url") or DEFAULT_URL
+    found_key = key or os.environ.get("POSTBOX_KEY") or table.get("key")
+    if not found_key and DEV_KEY_FILE.is_file():
+        found_key = DEV_KEY_FILE.read_text().strip() or None
+    return Target(found_url.rstrip("/"), found_key)

@@ -1,0 +1,55 @@
+"""Waiting reads: a long-poll, and the bounded window of reads an SSE answer is made of. Both wait
+with the shared `wakeup.long_poll` on the stream's channel (appends, closes and deletes notify it)."""
+
+from __future__ import annotations
+
+import time
+
+from postbox import wakeup
+
+from . import reads
+from .model import Read, Scope
+
+
+def wait_read(scope: Scope, name: str, start: int | None, *, max_bytes: int, timeout_s: float, now: bool = False,
+              incarnation: str | None = None) -> tuple[Read, bool]:
+    """A long-poll: answer at once if there is data (or the stream is closed at its tail), else wait up
+    to `timeout_s` for an append. Returns the read and whether it timed out."""
+    position = {"start": start, "now": now}
+
+    def attempt() -> tuple[Read, list[str]]:
+        result = reads.read(scope, name, position["start"], max_bytes=max_bytes, now=position["now"],
+                            incarnation=incarnation)
+        position.update(start=result.start, now=False)  # `now` is the tail of the first look only
+        return result, [wakeup.channel(wakeup.DURABLE, result.stream.id)]
+
+    result = wakeup.long_poll(attempt, timeout_s, done=lambda r: not r.waits)
+    return result, result.waits
+
+
+def window(scope: Scope, name: str, start: int | None, *, now: bool, incarnation: str | None, max_bytes: int,
+           timeout_s: float) -> list[Read]:
+    """The reads of one SSE answer: the catch-up, then waits for appends until `timeout_s` has passed.
+    It ends at once when the stream is closed at its tail, when `max_bytes` were read, or when data
+    arrived after a wait (the client reconnects from the last offset)."""
+    deadline = time.monotonic() + timeout_s
+    batches = [reads.read(scope, name, start, max_bytes=max_bytes, now=now, incarnation=incarnation)]
+    size, waited = 0, False
+    while True:
+        result = batches[-1]
+        size += sum(len(p) for p in result.payloads)
+        if result.closed_at_tail or size >= max_bytes or (waited and result.payloads):
+            return batches
+        position = result.next_offset
+        if not result.up_to_date:
+            batches.append(reads.read(scope, name, position, max_bytes=max_bytes, incarnation=incarnation))
+            continue
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return batches
+        result, timed_out = wait_read(scope, name, position, max_bytes=max_bytes, timeout_s=left,
+                                      incarnation=incarnation)
+        if timed_out:
+            return batches
+        waited = True
+        batches.append(result)

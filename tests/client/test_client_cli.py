@@ -1,0 +1,151 @@
+"""The client verbs of the `postbox` command against the local gateway: JSON for scripts, tables
+for people, bulk sends and replays with progress bars, `--help` with defaults everywhere, settings
+from flags, environment or the config file; and the server command handing them over."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from functions.local import cli as server_cli
+from postbox_client import Client
+from postbox_client import cli as client_cli
+
+
+@pytest.fixture
+def run(gateway, tenant, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("POSTBOX_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.delenv("POSTBOX_URL", raising=False)
+    monkeypatch.delenv("POSTBOX_KEY", raising=False)
+
+    def go(*argv: str, code: int = 0, json_out: bool = True):
+        capsys.readouterr()
+        args = [*argv, "--url", gateway.url, "--key", tenant.key] + (["--json"] if json_out else [])
+        assert client_cli.main(args) == code
+        out = capsys.readouterr()
+        if json_out and code == 0:
+            lines = [line for line in out.out.splitlines() if line.strip()]
+            return [json.loads(line) for line in lines] if len(lines) != 1 else json.loads(lines[0])
+        return out
+
+    return go
+
+
+def test_queue_verbs_with_json(run, tmp_path):
+    assert run("queues", "create", "mail", "--vt", "45")["visibility_timeout_sec"] == 45
+    first = run("queues", "send", "mail", '{"to": "ada"}')["msg_id"]
+    batch = tmp_path / "batch.ndjson"
+    batch.write_text("".join(json.dumps({"n": n}) + "\n" for n in range(250)))
+    assert len(run("queues", "send", "mail", "--file", str(batch))["msg_ids"]) == 250
+    [listed] = run("queues", "list")
+    assert listed["name"] == "mail" and listed["queue_length"] == 251
+    read = run("queues", "read", "mail", "--qty", "2", "--archive")
+    assert [m["message"] for m in read] == [{"to": "ada"}, {"n": 0}]
+    archived = run("queues", "browse", "mail", "--state", "archived")
+    assert {m["msg_id"] for m in archived} == {first, read[1]["msg_id"]} == {m["msg_id"] for m in read}
+    out = tmp_path / "export.ndjson"
+    run("queues", "export", "mail", "--out", str(out), json_out=False)
+    assert len(out.read_text().splitlines()) == 249
+    assert run("queues", "purge", "mail")["purged"] == 249
+
+
+def test_tables_for_people_and_errors_on_stderr(run):
+    run("queues", "create", "people")
+    run("queues", "send", "people", "plain text")
+    table = run("queues", "list", json_out=False).out
+    assert "people" in table and "depth" in table
+    failed = run("queues", "get", "missing", code=1, json_out=False)
+    assert "404 not_found" in failed.err and failed.out == ""
+
+
+def test_dlq_list_and_replay_with_a_progress_bar(run, gateway, tenant, monkeypatch):
+    monkeypatch.setenv("POSTBOX_PROGRESS", "1")
+    run("queues", "create", "work-dead")
+    run("queues", "create", "work", "--max-reads", "1", "--dlq", "work-dead")
+    with Client(gateway.url, tenant.key) as pb:
+        for n in range(3):
+            pb.queues.send("work", n)
+        assert len(pb.queues.read("work", 3, vt=0)) == 3
+        assert pb.queues.read("work", 3, vt=0) == []  # all three dead-lettered
+    assert sorted(m["message"] for m in run("dlq", "list", "work")) == [0, 1, 2]
+    replay = run("dlq", "replay", "work", json_out=False)
+    assert "replayed 3 dead letters into work" in replay.out and "replaying work-dead" in replay.err
+    assert run("dlq", "list", "work") == []
+    assert len(run("queues", "browse", "work")) == 3
+
+
+def test_partitioned_dlq_replay(run, gateway, tenant):
+    with Client(gateway.url, tenant.key) as pb:
+        pb.partitioned.configure("jobs", retryLimit=0)
+        run("partitioned", "push", "jobs", '{"job": 1}', "--transaction-id", "j-1")
+        [leased] = pb.partitioned.pop("jobs")
+        pb.partitioned.ack(leased, status="failed")
+    listed = run("dlq", "list", "jobs", "--partitioned")
+    assert listed["total"] == 1
+    assert run("dlq", "replay", "jobs", "--partitioned")["replayed"] == 1
+    assert run("partitioned", "show", "jobs")["counters"]["replayed"] == 1
+
+
+def test_streams_durable_and_tail_of_a_closed_durable_stream(run, gateway, tenant):
+    run("streams", "create", "signups")
+    assert run("streams", "publish", "signups", '{"u": 1}', "--msg-key", "u1")["replayed"] is False
+    assert [m["key"] for m in run("streams", "browse", "signups")] == ["u1"]
+    run("durable", "create", "log")
+    run("durable", "append", "log", '[{"a": 1}, {"a": 2}]')
+    assert run("durable", "read", "log")["messages"] == [{"a": 1}, {"a": 2}]
+    with Client(gateway.url, tenant.key) as pb:
+        pb.durable.close("log")
+    assert run("tail", "log", "--offset", "-1") == [{"a": 1}, {"a": 2}]  # ends at the close
+
+
+def test_settings_come_from_the_environment_or_the_config_file(gateway, tenant, capsys, monkeypatch, tmp_path):
+    config = tmp_path / "config.toml"
+    monkeypatch.setenv("POSTBOX_CONFIG", str(config))
+    monkeypatch.delenv("POSTBOX_KEY", raising=False)
+    monkeypatch.delenv("POSTBOX_URL", raising=False)
+    assert client_cli.main(["login", "--url", gateway.url, "--key", tenant.key, "--profile", "local"]) == 0
+    assert config.stat().st_mode & 0o077 == 0
+    assert client_cli.main(["queues", "list", "--profile", "local", "--json"]) == 0
+    assert "queues" not in capsys.readouterr().err
+    monkeypatch.setenv("POSTBOX_URL", gateway.url)
+    monkeypatch.setenv("POSTBOX_KEY", tenant.key)
+    assert client_cli.main(["queues", "create", "from-env", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["name"] == "from-env"
+
+
+def test_the_server_command_hands_client_verbs_over(run, gateway, tenant, capsys):
+    run("queues", "create", "handed")
+    capsys.readouterr()
+    assert server_cli.main(["queues", "list", "--url", gateway.url, "--key", tenant.key, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["name"] == "handed"
+    with pytest.raises(SystemExit):
+        server_cli.main(["--help"])
+    assert "queues, dlq, streams, durable, partitioned, flows, tail" in " ".join(capsys.readouterr().out.split())
+
+
+def _leaves(parser, path=()):
+    import argparse
+
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    if not subs:
+        yield path, parser
+    for sub in subs:
+        for name, child in sub.choices.items():
+            yield from _leaves(child, (*path, name))
+
+
+def test_every_command_has_help_with_its_defaults(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["postbox"])
+    leaves = list(_leaves(client_cli.parser()))
+    assert len(leaves) > 20
+    for path, _ in leaves:
+        with pytest.raises(SystemExit) as done:
+            client_cli.main([*path, "--help"])
+        assert done.value.code == 0
+        text = capsys.readouterr().out
+        assert "--json" in text and "--url" in text, path
+    with pytest.raises(SystemExit):
+        client_cli.main(["queues", "read", "--help"])
+    assert "(default: 1)" in capsys.readouterr().out
