@@ -48,6 +48,9 @@ def _rows(function: str, *pairs: tuple[str, str]) -> list[Route]:
 QUEUES = "/api/v1/queues"
 WORK = "/v1/modules/scaiqueue"
 WORK_QUEUE = WORK + "/scopes/{scope_id}/queues/{queue_id}"
+WORK_RULES = WORK + "/scopes/{scope_id}/routing-rules"
+WORK_SCHEMAS = WORK + "/scopes/{scope_id}/schemas"
+WORK_SUB = WORK + "/scopes/{scope_id}/subscriptions/{sub_id}"
 DURABLE_HOSTED = "/{account}/{stream}"  # the hosted form's stream: `{stream}` is `s.{name}`
 DURABLE_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS")
 
@@ -154,6 +157,36 @@ ROUTES: tuple[Route, ...] = tuple(
         *[("POST", WORK + "/scopes/{scope_id}/messages/" + action + "-batch")
           for action in ("complete", "fail", "release")],
         ("GET", WORK + "/system-agents"),
+        ("POST", WORK_RULES),
+        ("GET", WORK_RULES),
+        ("POST", WORK_RULES + "/test"),
+        ("GET", WORK_RULES + "/{rule_id}"),
+        ("PATCH", WORK_RULES + "/{rule_id}"),
+        ("DELETE", WORK_RULES + "/{rule_id}"),
+        ("POST", WORK_RULES + "/{rule_id}/enable"),
+        ("POST", WORK_RULES + "/{rule_id}/disable"),
+        ("POST", WORK_SCHEMAS),
+        ("GET", WORK_SCHEMAS),
+        ("GET", WORK_SCHEMAS + "/{name}/{version}"),
+        ("DELETE", WORK_SCHEMAS + "/{name}/{version}"),
+        ("POST", WORK_SCHEMAS + "/{name}/{version}/validate"),
+        ("PUT", WORK_QUEUE + "/schema"),
+        ("POST", WORK + "/scopes/{scope_id}/hitl-patterns"),
+        ("GET", WORK + "/scopes/{scope_id}/hitl-patterns"),
+        ("GET", WORK + "/scopes/{scope_id}/hitl-patterns/{name}/{version}"),
+        ("POST", WORK + "/scopes/{scope_id}/hitl-patterns/{name}/expand"),
+        ("POST", WORK + "/scopes/{scope_id}/subscriptions"),
+        ("GET", WORK + "/scopes/{scope_id}/subscriptions"),
+        ("GET", WORK_SUB),
+        ("PATCH", WORK_SUB),
+        ("DELETE", WORK_SUB),
+        *[("POST", WORK_SUB + "/" + action) for action in ("pause", "resume", "claim")],
+        *[("POST", WORK_SUB + "/messages/{msg_id}/" + action) for action in ("complete", "fail", "release")],
+        ("POST", WORK + "/subscriptions/{sub_id}/check-processed"),
+        ("GET", WORK + "/scopes/{scope_id}/streams"),
+        ("GET", WORK + "/scopes/{scope_id}/streams/{stream_id}"),
+        ("POST", WORK + "/scopes/{scope_id}/streams/{stream_id}/cancel"),
+        ("GET", WORK + "/scopes/{scope_id}/streams/{stream_id}/assembled"),
     )
     # (each surface adds its own `+ _rows("<function>", ...)` block above this line)
 )

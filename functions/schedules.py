@@ -118,5 +118,13 @@ AGENTS: tuple[Agent, ...] = (
         "Work surface: deletes ended messages past their scope's retention, in bounded batches.",
         local_every_seconds=60,
     ),
+    Agent(
+        "work-push-delivery",
+        "functions.agents.work.push_delivery",
+        60,
+        "Work surface: POSTs the deliveries of push subscriptions to their URLs, HMAC-SHA256 signed;"
+        " a 2xx within 10 s completes one, anything else retries it with backoff.",
+        local_every_seconds=1,
+    ),
     # (each surface adds its agents above this line)
 )

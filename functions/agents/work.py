@@ -1,5 +1,6 @@
-"""Agents of the work surface: visibility timeout, expiry, priority aging, dead-letter monitor and
-archiver, each a bounded sweep (`postbox.work.sweeps`) recorded in `agent_runs`."""
+"""Agents of the work surface: visibility timeout, expiry, priority aging, dead-letter monitor,
+archiver (bounded sweeps, `postbox.work.sweeps`) and push delivery (`postbox.work.push`), each
+recorded in `agent_runs`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Any
 
 from functions.observability import instrument
 from postbox.agents import recorded
-from postbox.work import sweeps
+from postbox.work import push, sweeps
 
 logger, metrics, lambda_handler = instrument("work-agents")
 
@@ -40,3 +41,9 @@ def dead_letter_monitor(event: dict, context: Any) -> dict:
 @recorded("work-archiver")
 def archiver(event: dict, context: Any) -> dict:
     return {"archived": sweeps.archive()}
+
+
+@lambda_handler
+@recorded("work-push-delivery")
+def push_delivery(event: dict, context: Any) -> dict:
+    return {"posted": push.deliver()}

@@ -1,4 +1,5 @@
-"""The work surface (`/v1/modules/scaiqueue`): scopes, queues, messages, claims, system agents.
+"""The work surface (`/v1/modules/scaiqueue`): scopes, queues, messages, claims, system agents;
+the registries (rules, schemas, HITL patterns) and subscriptions are routed by their own modules.
 
 Parses and shapes only. Answers `{"data": …}` (lists with `meta.next_cursor`); errors are
 `{"error": {"code", "message", "details"}, "meta": {"request_id"}}` with the same id in
@@ -7,14 +8,15 @@ Parses and shapes only. Answers `{"data": …}` (lists with `meta.next_cursor`);
 
 from __future__ import annotations
 
-import threading
 import uuid
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
-from functions.api.common import SurfaceResolver, json_response, principal_from
+from functions.api import work_registry, work_streams, work_subscriptions
+from functions.api.common import principal_from
+from functions.api.work_envelope import MOUNT, Cursor, Limit, app, caller, data, envelope, listing, request_state
 from functions.api.work_schema import (
     Batch,
     Claim,
@@ -26,94 +28,16 @@ from functions.api.work_schema import (
     Publish,
     Release,
 )
-from functions.authorizer import key_from_headers
 from functions.observability import instrument
 from functions.schedules import AGENTS
 from postbox import agents, jsoncodec
-from postbox.errors import Unauthorized
-from postbox.tenancy import Principal, require
+from postbox.tenancy import require
 from postbox.work import browse, messages, queues, ratelimit, scopes
 from postbox.work.common import VIEW
 
 logger, metrics, lambda_handler = instrument("work")
-
-MOUNT = "/v1/modules/scaiqueue"
 MAX_BODY = 1024 * 1024  # a request body over this is a 413 before anything is parsed
-_request = threading.local()
-
-# Postbox's generic codes as the work surface spells them.
-_CODES = {
-    "validation": "VALIDATION_ERROR",
-    "forbidden": "AUTHZ_PERMISSION_DENIED",
-    "unauthorized": "AUTH_TOKEN_INVALID",
-    "not_found": "NOT_FOUND",
-    "too_large": "PAYLOAD_TOO_LARGE",
-    "invalid": "VALIDATION_ERROR",
-}
-
-
-_TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "function-after", "function-before"}
-
-
-def _field_errors(details: dict[str, Any]) -> list[dict[str, str]]:
-    """Pydantic's errors as [{field, message}], one per field: the field dotted without the
-    `body`/`query` root or the tags pydantic adds for each member of a union (`str`, `dict[…]`)."""
-    out: dict[str, str] = {}
-    for e in details.get("errors", ()):
-        loc = [str(p) for p in e.get("loc", ())]
-        if loc and loc[0] in ("body", "query", "path"):
-            loc = loc[1:]
-        loc = [p for p in loc if p not in _TYPE_TAGS and "[" not in p]
-        message = "unknown field" if e.get("type") == "extra_forbidden" else e.get("msg", "")
-        out.setdefault(".".join(loc) or "body", message)
-    return [{"field": f, "message": m} for f, m in out.items()] + list(details.get("fields", ()))
-
-
-def envelope(status: int, code: str, message: str, details: dict[str, Any]) -> dict[str, Any]:
-    code = _CODES.get(code, code)
-    error: dict[str, Any] = {"code": code, "message": message or "The request is not valid.", "details": details}
-    if code == "VALIDATION_ERROR":
-        error["details"] = _field_errors(details)
-    if "retry_after" in details:
-        error["retry_after"] = details["retry_after"]
-        error["details"] = {k: v for k, v in details.items() if k != "retry_after"}
-    return {"error": error, "meta": {"request_id": getattr(_request, "id", "")}}
-
-
-class WorkResolver(SurfaceResolver):
-    """The shared resolver, whose 401 says whether a key was sent (AUTH_TOKEN_MISSING) or refused
-    (AUTH_TOKEN_INVALID), as the work surface's error table does."""
-
-    def principal(self) -> Principal:
-        event = self.current_event
-        found = principal_from(event.request_context.authorizer.get_lambda)
-        if found is None:
-            if key_from_headers(event.headers) is None:
-                raise Unauthorized("No bearer token or API key was sent.", code="AUTH_TOKEN_MISSING")
-            raise Unauthorized("The key is invalid, expired or revoked.", code="AUTH_TOKEN_INVALID")
-        return found
-
-
-app = WorkResolver(envelope)
 router = Router()
-
-
-def caller() -> Principal:
-    """The caller (the resolver has already answered 401 for a request without a valid key)."""
-    return app.principal()
-
-
-def data(value: Any, status: int = 200):
-    return json_response(status, {"data": value})
-
-
-def listing(found: tuple[list, str | None]):
-    items, cursor = found
-    return json_response(200, {"data": items, "meta": {"next_cursor": cursor}})
-
-
-Limit = Annotated[int, Query(ge=1, le=200)]
-Cursor = Annotated[str | None, Query(max_length=512)]
 
 # ---- scopes -------------------------------------------------------------------------------------
 
@@ -269,6 +193,9 @@ def system_agents():
 
 
 app.include_router(router, prefix=MOUNT)
+app.include_router(work_registry.router, prefix=MOUNT)
+app.include_router(work_subscriptions.router, prefix=MOUNT)
+app.include_router(work_streams.router, prefix=MOUNT)
 
 
 def _limited(event: dict) -> tuple[dict | None, dict[str, str]]:
@@ -301,8 +228,8 @@ def _dumps(value: Any) -> str:
 
 @lambda_handler
 def handler(event: dict, context: Any) -> dict:
-    _request.id = "req_" + uuid.uuid4().hex[:24]
+    request_state.id = "req_" + uuid.uuid4().hex[:24]
     refused, limit_headers = _limited(event)
     result = refused or _too_large(event) or app.resolve(event, context)
-    result.setdefault("headers", {}).update({"X-Request-Id": _request.id, **limit_headers})
+    result.setdefault("headers", {}).update({"X-Request-Id": request_state.id, **limit_headers})
     return result

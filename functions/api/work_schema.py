@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 SLUG = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 MAX_VISIBILITY_S = 43_200
@@ -62,6 +62,22 @@ class Priority(_Strict):
     score: Annotated[int, Field(ge=0, le=1000)] = 500
 
 
+class PatternRef(_Strict):
+    """A HITL pattern a message's spec is expanded from."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")]
+    version: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")] | Annotated[int, Field(ge=0)]
+    parameters: dict[str, str | int | float | bool | None] | None = None
+
+
+class StreamChunk(_Strict):
+    """Marks a published message as chunk `seq` of the stream `id` (`final`: the last one)."""
+
+    id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")]
+    seq: Annotated[int, Field(ge=0, le=10_000_000)]
+    final: bool = False
+
+
 class Publish(_Strict):
     body: str | dict[str, Any]
     type: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")] = "task"
@@ -77,7 +93,15 @@ class Publish(_Strict):
     visibility_timeout_s: Annotated[int, Field(ge=1, le=MAX_VISIBILITY_S)] | None = None
     idempotency_key: Text | None = None
     hitl_spec: dict[str, Any] | None = None
+    hitl_pattern: PatternRef | None = None
+    stream: StreamChunk | None = None
     visible_at: datetime | None = Field(default=None, strict=False)
+
+    @model_validator(mode="after")
+    def _one_spec(self) -> Publish:
+        if self.hitl_spec is not None and self.hitl_pattern is not None:
+            raise ValueError("give hitl_spec or hitl_pattern, not both")
+        return self
 
 
 class Claim(_Strict):

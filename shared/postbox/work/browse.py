@@ -8,7 +8,8 @@ from .. import db
 from ..tenancy import Principal, require
 from .common import MESSAGE_NOT_FOUND, QUEUE_NOT_FOUND, SCOPE_NOT_FOUND, VIEW, decode_cursor, missing, page, parse_id
 
-STATES = ("pending", "claimed", "completed", "failed", "dead_lettered", "cancelled", "expired")
+STATES = ("pending", "claimed", "completed", "failed", "dead_lettered", "cancelled", "expired", "archived",
+          "delivering")
 CHAIN_LIMIT = 1000
 
 LIVE_STATES = ("pending", "claimed")

@@ -1,4 +1,4 @@
-"""Publish, claim and finish messages: each one SQL function call (`work_publish`, `work_claim`,
+"""Publish, claim and finish messages: each one SQL function call (`work_publish_routed`, `work_claim`,
 `work_finish`, `work_finish_batch` in the migration), whose refusals arrive as typed errors with
 the surface's codes.
 
@@ -13,9 +13,12 @@ import uuid
 from typing import Any
 
 from .. import db
+from ..errors import Conflict
 from ..tenancy import Principal, require
+from . import hitl, schemas
 from .common import CONSUME, MANAGE, MESSAGE_NOT_FOUND, PUBLISH, QUEUE_NOT_FOUND, SCOPE_NOT_FOUND, as_json, parse_id
 
+SCHEMA_STALE = "SCAIQUEUE_SCHEMA_STALE"
 ACTIONS = {"complete": CONSUME, "fail": CONSUME, "release": CONSUME, "extend": CONSUME, "cancel": MANAGE}
 
 
@@ -23,9 +26,23 @@ def publish(principal: Principal, scope_id: str, queue_id: str, message: dict[st
     """(the message, whether it replays an earlier publish with the same idempotency key)."""
     tenant_id = require(principal, PUBLISH)
     scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
-    with db.connection() as conn, db.domain_errors():
-        answer = conn.execute("SELECT work_publish(%s, %s, %s, %s::jsonb, %s)",
-                              (tenant_id, scope_id, queue_id, as_json(message), principal.key_id)).fetchone()[0]
+    if message.get("hitl_pattern") is not None:  # a pattern named: its spec, expanded, is the message's
+        message = {**message, "hitl_spec": hitl.spec_for_publish(tenant_id, scope_id, message["hitl_pattern"])}
+    message.pop("hitl_pattern", None)
+    schema_id = schemas.believed(queue_id)
+    for attempt in range(3):
+        schema_id = schemas.checked(queue_id, schema_id, message.get("body"))
+        try:
+            with db.connection() as conn, db.domain_errors():
+                answer = conn.execute("SELECT work_publish_routed(%s, %s, %s, %s::jsonb, %s, %s)",
+                                      (tenant_id, scope_id, queue_id, as_json(message), principal.key_id,
+                                       schema_id)).fetchone()[0]
+            break
+        except Conflict as e:  # the queue names another schema than we believed: learn it, check again
+            if e.code != SCHEMA_STALE or attempt == 2:
+                raise
+            schema_id = e.message or None
+            schemas.learn(queue_id, schema_id)
     return answer["message"], answer["replayed"]
 
 
@@ -45,6 +62,10 @@ def finish(principal: Principal, scope_id: str, message_id: str, action: str, it
     tenant_id = require(principal, ACTIONS[action])
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     item = {**item, "id": parse_id(message_id, MESSAGE_NOT_FOUND)}
+    if action == "complete":  # the response must fit the message's HITL spec, if it has one
+        with db.connection() as conn, db.domain_errors(), hitl.response_errors():
+            return conn.execute("SELECT work_complete_checked(%s, %s, %s::jsonb)",
+                                (tenant_id, scope_id, as_json(item))).fetchone()[0]
     with db.connection() as conn, db.domain_errors():
         return conn.execute("SELECT work_finish(%s, %s, %s, %s::jsonb)",
                             (tenant_id, scope_id, action, as_json(item))).fetchone()[0]
@@ -57,6 +78,9 @@ def finish_batch(principal: Principal, scope_id: str, action: str, items: list[d
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     ids = [_uuid_or_none(item.get("id")) for item in items]
     with db.connection() as conn, db.domain_errors():
+        if action == "complete":  # responses checked against the messages' HITL specs
+            return conn.execute("SELECT work_complete_batch_checked(%s, %s, %s::jsonb, %s::uuid[])",
+                                (tenant_id, scope_id, as_json(items), ids)).fetchone()[0]
         return conn.execute("SELECT work_finish_batch(%s, %s, %s, %s::jsonb, %s::uuid[])",
                             (tenant_id, scope_id, action, as_json(items), ids)).fetchone()[0]
 

@@ -39,7 +39,8 @@ SETTINGS: dict[str, Any] = {
 
 _COLUMNS = """q.id, q.queue_id, q.scope_id, q.slug, q.display_name, q.description, q.is_system, q.state,
 q.consumer_mode, q.ordering, q.max_depth, q.overflow_policy, q.visibility_timeout_s, q.max_retries, q.ttl_seconds,
-q.created_at, q.updated_at"""
+q.created_at, q.updated_at,
+(SELECT jsonb_build_object('name', x.name, 'version', x.version) FROM work_schemas x WHERE x.id = q.schema_id)"""
 
 _DEPTHS = """SELECT queue_id, coalesce(sum(pending), 0), coalesce(sum(claimed), 0), coalesce(sum(published), 0),
 coalesce(sum(completed), 0), coalesce(sum(dead_lettered), 0)
@@ -48,12 +49,12 @@ FROM work_queue_counters WHERE queue_id = ANY(%s) GROUP BY queue_id"""
 
 def _doc(row: tuple) -> dict[str, Any]:
     (_, qid, sid, slug, name, description, system, state, mode, ordering, max_depth, overflow, vt, retries, ttl,
-     created, updated) = row
+     created, updated, schema) = row
     return {
         "id": str(qid), "scope_id": str(sid), "slug": slug, "display_name": name, "description": description,
         "is_system": system, "state": state, "consumer_mode": mode, "ordering": ordering, "max_depth": max_depth,
         "overflow_policy": overflow, "visibility_timeout_s": vt, "max_retries": retries, "ttl_seconds": ttl,
-        "created_at": created.isoformat(), "updated_at": updated.isoformat(),
+        "schema": schema, "created_at": created.isoformat(), "updated_at": updated.isoformat(),
     }
 
 
@@ -152,6 +153,10 @@ def delete_queue(principal: Principal, scope_id: str, queue_id: str) -> None:
         if row[6]:
             raise Conflict("System queues cannot be deleted.", code=INVALID_TRANSITION)
         found = conn.execute(_DEPTHS, ([row[0]],)).fetchone()
+        delivering = conn.execute("SELECT EXISTS (SELECT 1 FROM work_messages WHERE queue_id = %s"
+                                  " AND state = 'delivering')", (row[0],)).fetchone()[0]
+        if delivering:
+            raise Conflict("Subscriptions are still processing messages of this queue.", code=INVALID_TRANSITION)
         if found and found[1] + found[2] > 0:
             raise Conflict("Only an empty queue (depth_current 0) can be deleted.", code=INVALID_TRANSITION,
                            depth_current=int(found[1] + found[2]))

@@ -3,7 +3,8 @@ transaction, taking rows with SKIP LOCKED, so two runs at once split the work be
 
 - visibility timeout: claims whose time ran out go back to pending (or to the dead letter after
   their last attempt). Claims never depend on it: each claim recovers its own queue's first.
-- expiry: pending or claimed messages past `ttl_seconds` or `deadline` end as `expired`.
+- expiry: pending or claimed messages past `ttl_seconds` or `deadline` end as `expired`, and so
+  do broadcast messages still being delivered (with their open deliveries).
 - priority aging: waiting messages of priority queues rise (see AGING_STEP_S).
 - dead-letter monitor: one alert event per scope whose dead-letter depth reaches its threshold.
 - archiver: ended messages past their scope's `retention_days` are deleted.
@@ -36,7 +37,9 @@ def recover_claims(budget_s: float = 20.0) -> int:
 
 
 def expire(budget_s: float = 20.0) -> int:
-    return _drain("SELECT work_expire(%s)", (BATCH,), budget_s)
+    """Messages past their time, and broadcast messages still being delivered past theirs."""
+    return (_drain("SELECT work_expire(%s)", (BATCH,), budget_s)
+            + _drain("SELECT work_expire_deliveries(%s)", (BATCH,), budget_s))
 
 
 def age_priorities(budget_s: float = 20.0, step_s: int = AGING_STEP_S) -> int:

@@ -1,0 +1,86 @@
+"""Routes of the work surface's subscriptions: CRUD, pause and resume, pull and finish a delivery,
+and check-processed.
+
+Parses and shapes only; deliveries live in `postbox.work.subscriptions`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Body
+
+from functions.api.work_envelope import caller, data
+from functions.api.work_registry_schema import CheckProcessed, CreateSubscription, UpdateSubscription
+from functions.api.work_schema import Claim, Complete, Fail, Release
+from postbox.work import subscriptions
+
+router = Router()
+
+# ---- subscriptions ------------------------------------------------------------------------------
+
+SUBS = "/scopes/<scope_id>/subscriptions"
+SUB = SUBS + "/<sub_id>"
+
+
+@router.post(SUBS)
+def create_subscription(scope_id: str, body: Annotated[CreateSubscription, Body()]):
+    return data(subscriptions.create(caller(), scope_id, body.fields()), 201)
+
+
+@router.get(SUBS)
+def list_subscriptions(scope_id: str):
+    return data(subscriptions.list_subscriptions(caller(), scope_id))
+
+
+@router.get(SUB)
+def get_subscription(scope_id: str, sub_id: str):
+    return data(subscriptions.get(caller(), scope_id, sub_id))
+
+
+@router.patch(SUB)
+def update_subscription(scope_id: str, sub_id: str, body: Annotated[UpdateSubscription, Body()]):
+    return data(subscriptions.update(caller(), scope_id, sub_id, body.fields()))
+
+
+@router.delete(SUB)
+def delete_subscription(scope_id: str, sub_id: str):
+    subscriptions.delete(caller(), scope_id, sub_id)
+    return data({"id": sub_id, "deleted": True})
+
+
+@router.post(SUB + "/pause")
+def pause_subscription(scope_id: str, sub_id: str):
+    return data(subscriptions.update(caller(), scope_id, sub_id, {"state": "paused"}))
+
+
+@router.post(SUB + "/resume")
+def resume_subscription(scope_id: str, sub_id: str):
+    return data(subscriptions.update(caller(), scope_id, sub_id, {"state": "active"}))
+
+
+@router.post(SUB + "/claim")
+def claim_deliveries(scope_id: str, sub_id: str, body: Annotated[Claim | None, Body()] = None):
+    body = body or Claim()
+    return data(subscriptions.claim(caller(), scope_id, sub_id, body.batch_size, body.visibility_timeout_s))
+
+
+@router.post(SUB + "/messages/<msg_id>/complete")
+def complete_delivery(scope_id: str, sub_id: str, msg_id: str, body: Annotated[Complete | None, Body()] = None):
+    return data(subscriptions.finish(caller(), scope_id, sub_id, msg_id, "complete", (body or Complete()).fields()))
+
+
+@router.post(SUB + "/messages/<msg_id>/fail")
+def fail_delivery(scope_id: str, sub_id: str, msg_id: str, body: Annotated[Fail | None, Body()] = None):
+    return data(subscriptions.finish(caller(), scope_id, sub_id, msg_id, "fail", (body or Fail()).fields()))
+
+
+@router.post(SUB + "/messages/<msg_id>/release")
+def release_delivery(scope_id: str, sub_id: str, msg_id: str, body: Annotated[Release | None, Body()] = None):
+    return data(subscriptions.finish(caller(), scope_id, sub_id, msg_id, "release", (body or Release()).fields()))
+
+
+@router.post("/subscriptions/<sub_id>/check-processed")
+def check_processed(sub_id: str, body: Annotated[CheckProcessed, Body()]):
+    return data(subscriptions.processed(caller(), sub_id, body.message_ids))
