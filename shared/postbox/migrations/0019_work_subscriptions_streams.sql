@@ -52,9 +52,9 @@ CREATE TABLE work_deliveries (
 CREATE INDEX work_deliveries_pull ON work_deliveries (subscription_id, seq) WHERE state = 'pending';
 CREATE INDEX work_deliveries_claimed ON work_deliveries (subscription_id, visible_at) WHERE state = 'claimed';
 CREATE INDEX work_deliveries_message ON work_deliveries (message_id);
--- Broadcast messages being delivered that have a ttl or deadline, for the expiry agent.
-CREATE INDEX work_messages_delivering ON work_messages (expires_at)
-    WHERE state = 'delivering' AND expires_at IS NOT NULL;
+-- Broadcast messages being delivered are live (`ended_at` is null): the expiry agent finds those
+-- with a ttl or deadline through work_messages_expiry. No index names `state`, so a claim stays an
+-- in-place (HOT) update.
 
 -- A delivery as the subscription routes answer it: the message's document with the delivery's
 -- own state, attempts, claim and response (the message's own state is `message_state`).
@@ -321,7 +321,8 @@ CREATE FUNCTION work_expire_deliveries(p_limit int) RETURNS int LANGUAGE plpgsql
 DECLARE v_ids uuid[];
 BEGIN
     v_ids := ARRAY(SELECT m.id FROM work_messages m
-                   WHERE m.state = 'delivering' AND m.expires_at IS NOT NULL AND m.expires_at <= clock_timestamp()
+                   WHERE m.ended_at IS NULL AND m.state = 'delivering' AND m.expires_at IS NOT NULL
+                     AND m.expires_at <= clock_timestamp()
                    ORDER BY m.expires_at LIMIT p_limit);
     UPDATE work_deliveries SET state = 'expired', claim_token = NULL, ended_at = clock_timestamp(),
            updated_at = clock_timestamp()
