@@ -114,7 +114,10 @@ def start_postbox(database_url: str) -> tuple[subprocess.Popen, str]:
 
 def start_reference() -> tuple[subprocess.Popen, str]:
     if not (CONFORMANCE / "node_modules" / "@durable-streams" / "server").is_dir():
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=CONFORMANCE, check=True)
+        # `npm install` with the committed lock installs exactly the pinned tree; `npm ci` (npm 11)
+        # refuses this lock over an optional Windows-only package it cannot resolve on Linux.
+        print("installing the Node reference server (npm install) ...", flush=True)
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=CONFORMANCE, check=True)
     port = free_port()
     proc = subprocess.Popen(["node", "--input-type=module", "-e", _NODE_SERVER], cwd=CONFORMANCE,
                             env={**os.environ, "PORT": str(port)}, stdout=subprocess.DEVNULL)
