@@ -245,9 +245,7 @@ class Bench:
               f"{(push / CLIENTS) / (low / QUEEN_VCPUS):.1f}x-{(push / CLIENTS) / (high / QUEEN_VCPUS):.1f}x")
 
     def http(self) -> None:
-        from tests.support.http import GatewayServer
-
-        gateway = GatewayServer().start()
+        gateway = common.DevServer(self.url).start()
         try:
             n = self.scale.http
             queue = "bench_http"

@@ -300,9 +300,7 @@ class Bench:
 
     def http(self) -> None:
         """The batched runs through the local gateway; the ratio is against Postbox's domain figures."""
-        from tests.support.http import GatewayServer
-
-        gateway = GatewayServer().start()
+        gateway = common.DevServer(self.url).start()
         n = self.scale.http
 
         def make() -> HttpClient:

@@ -244,10 +244,8 @@ class Bench:
         print(f"   every message completed exactly once: {'OK' if ok else 'FAILED'}", flush=True)
 
     def http(self) -> None:
-        from tests.support.http import GatewayServer
-
         n = self.scale.http
-        gateway = GatewayServer().start()
+        gateway = common.DevServer(self.url).start()
         try:
             with contextlib.redirect_stdout(io.StringIO()):  # Powertools prints disabled metrics
                 self._settle()
