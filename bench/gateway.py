@@ -113,7 +113,7 @@ def concurrent_sends(table: common.Table, url: str, key: str, principal, per_cli
     from postbox.queues import service
 
     queue = "conc"
-    service.create_queue(principal, queue)
+    service.create_queue(principal, queue, {})
 
     class Domain:
         def close(self) -> None:
