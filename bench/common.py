@@ -211,6 +211,13 @@ class DevServer:
                 self.proc.kill()
 
 
+def steps(*named: tuple[str, Callable[[], Any]]) -> None:
+    """Run a benchmark's parts in order, each announced by a progress line as it starts."""
+    for label, part in named:
+        progress(label)
+        part()
+
+
 def progress(text: str) -> None:
     """A progress line (on stderr, so the table on stdout stays clean): a long run says what it does."""
     print(f"  [{time.strftime('%H:%M:%S')}] {text} ...", file=sys.stderr, flush=True)
