@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import socket
 import statistics
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -157,6 +160,67 @@ def bench_main(doc: str, clients: int, run: Callable[[argparse.Namespace, str], 
         db.close_pool()
         server.stop()
     print(f"\ntotal {time.perf_counter() - started:.0f} s; load average {load()} at the end")
+
+
+class DevServer:
+    """`postbox dev` on `url`'s database in a subprocess, with its gateway worker processes: the
+    serving path a user runs, on its own processes rather than the benchmark clients' GIL. The
+    same `url`/`start`/`stop` as the tests' in-process GatewayServer."""
+
+    def __init__(self, database_url: str, workers: int | None = None, **env: str) -> None:
+        from functions.local.cli import default_workers
+
+        self.database_url, self.workers, self.env = database_url, workers or default_workers(), env
+        self.proc: subprocess.Popen | None = None
+        self.state = Path(tempfile.mkdtemp(prefix="postbox-bench-dev-"))
+
+    def start(self) -> DevServer:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        root = Path(__file__).resolve().parents[1]
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith("POSTBOX_POOL_")}  # the bench's own
+        env = {**inherited, "DATABASE_URL": self.database_url, "POWERTOOLS_LOG_LEVEL": "ERROR",
+               "PYTHONWARNINGS": "ignore::UserWarning", **self.env}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "functions.local.cli", "dev", "--port", str(self.port), "--state-dir",
+             str(self.state), "--workers", str(self.workers)],
+            cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                import httpx
+
+                httpx.get(self.url + "/api/v1/queues", timeout=2)
+                return self
+            except Exception:
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("postbox dev did not start") from None
+                time.sleep(0.2)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+def steps(*named: tuple[str, Callable[[], Any]]) -> None:
+    """Run a benchmark's parts in order, each announced by a progress line as it starts."""
+    for label, part in named:
+        progress(label)
+        part()
+
+
+def progress(text: str) -> None:
+    """A progress line (on stderr, so the table on stdout stays clean): a long run says what it does."""
+    print(f"  [{time.strftime('%H:%M:%S')}] {text} ...", file=sys.stderr, flush=True)
 
 
 def bench_tenant(url: str) -> tuple[str, str, Any]:

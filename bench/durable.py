@@ -71,11 +71,6 @@ if (job.mode === "append") {
 }
 console.log(JSON.stringify({ count, seconds: (performance.now() - t0) / 1000 }))
 """
-_POSTBOX_SERVER = """
-import uvicorn
-from functions.local.gateway import LocalGateway
-uvicorn.run(LocalGateway(), host="127.0.0.1", port={port}, log_level="warning", lifespan="on")
-"""
 
 
 def message(i: int) -> bytes:
@@ -100,21 +95,12 @@ def wait_up(url: str) -> None:
     raise RuntimeError(f"{url} did not start")
 
 
-def start_postbox(database_url: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    env = {**os.environ, "DATABASE_URL": database_url, "POSTBOX_POOL_MAX": "32", "POSTBOX_LONG_POLL_MS": "500",
-           "POWERTOOLS_METRICS_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "ERROR",
-           "PYTHONWARNINGS": "ignore::UserWarning",
-           "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "shared")])}
-    proc = subprocess.Popen([sys.executable, "-c", _POSTBOX_SERVER.format(port=port)], cwd=ROOT, env=env)
-    url = f"http://127.0.0.1:{port}"
-    wait_up(url)
-    return proc, url
-
-
 def start_reference() -> tuple[subprocess.Popen, str]:
     if not (CONFORMANCE / "node_modules" / "@durable-streams" / "server").is_dir():
-        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=CONFORMANCE, check=True)
+        # `npm install` with the committed lock installs exactly the pinned tree; `npm ci` (npm 11)
+        # refuses this lock over an optional Windows-only package it cannot resolve on Linux.
+        print("installing the Node reference server (npm install) ...", flush=True)
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"], cwd=CONFORMANCE, check=True)
     port = free_port()
     proc = subprocess.Popen(["node", "--input-type=module", "-e", _NODE_SERVER], cwd=CONFORMANCE,
                             env={**os.environ, "PORT": str(port)}, stdout=subprocess.DEVNULL)
@@ -211,13 +197,17 @@ def main() -> None:
     use_database(url)
     tenant = tenancy.create_tenant("bench-durable", plan="unlimited")
     key = tenancy.create_key(tenant, "manage").key
-    pb, pb_url = start_postbox(url)
+    from bench.common import DevServer, progress
+
+    progress("starting postbox dev and the Node reference server")
+    pb = DevServer(url, POSTBOX_LONG_POLL_MS="500").start()
+    pb_url = pb.url
     ref, ref_url = start_reference()
     targets = [Target("postbox", pb_url, key), Target("reference", ref_url, None)]
     driver = "Python threads (httpx)" if args.python_client else "Node fetch (undici), one process"
     print(f"Durable Streams over HTTP, {args.clients} concurrent clients ({driver}); {server_description(url)}")
-    print("Postbox: local gateway (uvicorn, one process) + PostgreSQL; reference: @durable-streams/server"
-          " 0.3.7 in memory (Node)")
+    print(f"Postbox: postbox dev ({pb.workers} gateway worker processes) + PostgreSQL; reference:"
+          " @durable-streams/server 0.3.7 in memory (Node)")
     print(f"load before: {load()}; medians of {args.repeats} runs\n")
     py = args.python_client
     table = Table()
@@ -235,6 +225,7 @@ def main() -> None:
         for label, count, run in cases:
             figures = {t.name: [] for t in targets}
             for r in range(args.repeats):
+                progress(f"{label}: run {r + 1} of {args.repeats}")
                 for t in targets:
                     figures[t.name].append(run(t, r))
             ours, theirs = (statistics.median(figures[t.name]) for t in targets)
@@ -242,9 +233,8 @@ def main() -> None:
                       note="runs: " + " | ".join(f"{t.name} " + ", ".join(f"{v:,.0f}" for v in figures[t.name])
                                                   for t in targets))
     finally:
-        pb.terminate()
+        pb.stop()
         ref.terminate()
-        pb.wait(timeout=10)
         ref.wait(timeout=10)
         server.stop()
     print(f"\nload after: {load()}")

@@ -110,6 +110,7 @@ class Bench:
     def run(self) -> None:
         ours, theirs, cycles, acks = [], [], [], []
         for n in range(ROUNDS):
+            common.progress(f"round {n + 1} of {ROUNDS}: {self.events:,} events folded, then popped and acked")
             elapsed, cycle_s = self.runner_round(n)
             ours.append(elapsed)
             cycles += cycle_s

@@ -1,7 +1,13 @@
-"""The local gateway's added latency: the same request as a direct handler call and over HTTP.
+"""The serving path: cold imports, what the local gateway adds per request, and 50 concurrent
+single sends over HTTP against the same 50 senders in the domain layer.
 
-Prints p50/p90 for both and the difference (what the HTTP server, event translation and
-authorizer invocation add per request). Also prints the queues function's import time.
+  a. cold import of the queues function and of the authorizer, each against a minimal Powertools
+     handler (resolver with validation + pydantic + psycopg + zstandard, `reference/minimal_handler.py`)
+     imported in the same run, each the median of fresh interpreters taking turns;
+  b. one client, GET metrics: the handler called directly vs over HTTP through the in-process
+     gateway (p50, p90): what the HTTP server, event translation and authorizer invocation add;
+  c. 50 clients, one `send` per call: the domain layer (50 threads, `send_messages`) vs over HTTP
+     through `postbox dev` with 1 and with N worker processes (sends/s, p50, p99).
 """
 
 from __future__ import annotations
@@ -10,71 +16,187 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from functions.local.embedded import EmbeddedPostgres  # noqa: E402
-from functions.local.runtime import use_database  # noqa: E402
+from bench import common  # noqa: E402
+
+CLIENTS = 50
 
 
 def percentile(samples: list[float], p: float) -> float:
     return statistics.quantiles(samples, n=100)[int(p) - 1] if len(samples) > 1 else samples[0]
 
 
-def import_time_ms(module: str, runs: int = 5) -> float:
-    """Median cumulative import time of `module` in a fresh interpreter (python -X importtime)."""
-    totals = []
+def _import_ms(module: str) -> float:
+    out = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import {module}"], capture_output=True,
+                         text=True, check=True, cwd=Path(__file__).resolve().parents[1]).stderr
+    last = [line for line in out.splitlines() if line.rstrip().endswith(f"| {module}")][-1]
+    return int(last.split("|")[1]) / 1000
+
+
+def import_times(modules: tuple[str, ...], runs: int) -> dict[str, float]:
+    """Median cumulative import time of each module in fresh interpreters, taking turns so the
+    machine's load falls on all of them alike."""
+    samples: dict[str, list[float]] = {m: [] for m in modules}
     for _ in range(runs):
-        out = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import {module}"],
-                             capture_output=True, text=True, check=True).stderr
-        last = [line for line in out.splitlines() if line.rstrip().endswith(f"| {module}")][-1]
-        totals.append(int(last.split("|")[1]) / 1000)
-    return statistics.median(totals)
+        for m in modules:
+            samples[m].append(_import_ms(m))
+    return {m: statistics.median(v) for m, v in samples.items()}
 
 
-def main(n: int = 2000) -> None:
-    print(f"queues function import time (median of 5): {import_time_ms('functions.api.queues'):.0f} ms")
-    server = EmbeddedPostgres(Path(tempfile.mkdtemp(prefix="postbox-bench-")) / "pgdata", keep=False)
-    use_database(server.ensure_database("bench", fresh=True))
+def cold_imports(table: common.Table, runs: int) -> None:
+    common.progress(f"cold imports, {runs} fresh interpreters each")
+    ref = "bench.reference.minimal_handler"
+    times = import_times((ref, "functions.api.queues", "functions.authorizer"), runs)
+    table.row("a. import functions.api.queues", runs, f"{times['functions.api.queues']:.0f} ms",
+              f"{times[ref]:.0f} ms", times["functions.api.queues"] / times[ref],
+              "reference = minimal handler; goal <= 1.00")
+    table.row("a. import functions.authorizer", runs, f"{times['functions.authorizer']:.0f} ms",
+              f"{times[ref]:.0f} ms", times["functions.authorizer"] / times[ref], "goal <= 0.50")
+
+
+async def _bare_app(scope, receive, send) -> None:
+    """The floor of an HTTP round trip here: uvicorn answering at once, no gateway."""
+    if scope["type"] != "http":
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": b"{}"})
+
+
+class _Serve:
+    """An ASGI app on uvicorn in a thread of this process (as the tests' GatewayServer)."""
+
+    def __init__(self, app) -> None:
+        import threading
+
+        import uvicorn
+
+        from support.http import free_port
+
+        self.url = f"http://127.0.0.1:{free_port()}"
+        port = int(self.url.rsplit(":", 1)[1])
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                                    lifespan="off"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        while not self.server.started:
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+def gateway_latency(table: common.Table, key: str, n: int) -> None:
+    """What the gateway adds = HTTP through it - the handler called directly - a bare HTTP round
+    trip (the same client, the same uvicorn, an app that answers at once): the rest is the gateway's."""
     from functions.api.queues import handler
     from functions.local.lambda_context import LocalContext
     from support.events import api_event
     from support.http import GatewayServer, client
-    from support.tenants import new_tenant
 
-    tenant = new_tenant()
+    common.progress(f"gateway latency, {n} requests each way")
     path = "/api/v1/queues/lat/metrics"
-    direct, http = [], []
+    direct, http, bare = [], [], []
     gw = GatewayServer().start()
-    with client(gw.url, tenant.key) as c:
+    floor = _Serve(_bare_app)
+    with client(gw.url, key) as c, client(floor.url, key) as f:
         c.post("/api/v1/queues", json={"name": "lat"})
-        for _ in range(200):  # warm both paths
-            handler(api_event("GET", path, key=tenant.key), LocalContext("queues"))
+        for _ in range(200):  # warm every path
+            handler(api_event("GET", path, key=key), LocalContext("queues"))
             c.get(path)
+            f.get(path)
         for _ in range(n):
             t0 = time.perf_counter()
-            result = handler(api_event("GET", path, key=tenant.key), LocalContext("queues"))
+            result = handler(api_event("GET", path, key=key), LocalContext("queues"))
             direct.append(time.perf_counter() - t0)
             assert result["statusCode"] == 200
             t0 = time.perf_counter()
             r = c.get(path)
             http.append(time.perf_counter() - t0)
             assert r.status_code == 200
+            t0 = time.perf_counter()
+            f.get(path)
+            bare.append(time.perf_counter() - t0)
     gw.stop()
-    server.stop()
-    d50, h50 = percentile(direct, 50) * 1000, percentile(http, 50) * 1000
-    print(f"GET {path}, {n} requests each, 1 client")
-    print(f"  handler called directly (event built + authorizer answer): p50 {d50:.2f} ms  "
-          f"p90 {percentile(direct, 90) * 1000:.2f} ms")
-    print(f"  over HTTP through the local gateway:                       p50 {h50:.2f} ms  "
-          f"p90 {percentile(http, 90) * 1000:.2f} ms")
-    print(f"  gateway adds p50 {h50 - d50:.2f} ms per request (ratio {h50 / d50:.2f}x)")
+    floor.stop()
+    d50, h50, b50 = (percentile(x, 50) * 1000 for x in (direct, http, bare))
+    table.row("b. GET metrics p50, HTTP (1 client)", n, f"{h50:.2f} ms", f"{d50 + b50:.2f} ms", h50 / (d50 + b50),
+              f"reference = handler called directly ({d50:.2f}) + a bare HTTP round trip ({b50:.2f});"
+              f" the gateway adds {h50 - d50 - b50:.2f} ms (goal <= 0.3 ms)")
+
+
+def _senders(make, send, per_client: int) -> tuple[float, list[float]]:
+    """CLIENTS threads, each sending `per_client` single messages: (sends/s, every latency)."""
+    def work(client, i: int) -> list[float]:
+        times = []
+        for n in range(per_client):
+            t0 = time.perf_counter()
+            send(client, {"to": "a@example.com", "client": i, "n": n})
+            times.append(time.perf_counter() - t0)
+        return times
+
+    seconds, results = common.run_clients(CLIENTS, make, work)
+    latencies = [t for r in results for t in r]
+    return len(latencies) / seconds, latencies
+
+
+def concurrent_sends(table: common.Table, url: str, key: str, principal, per_client: int) -> None:
+    import httpx
+
+    from functions.local.cli import default_workers
+    from postbox import db
+    from postbox.queues import service
+
+    queue = "conc"
+    service.create_queue(principal, queue, {})
+
+    class Domain:
+        def close(self) -> None:
+            pass
+
+    common.checkpoint(url)
+    common.progress(f"{CLIENTS} clients x {per_client} single sends, domain layer")
+    base, base_lat = _senders(Domain, lambda _, m: service.send_messages(principal, queue, [m]), per_client)
+    note = f"p50 {common.p50_ms(base_lat):.1f} ms, p99 {common.quantile_ms(base_lat, 0.99):.1f} ms"
+    table.row(f"c. {CLIENTS} clients single send, domain", len(base_lat), f"{base:,.0f}/s", "", 1.0, note)
+    db.close_pool()  # its connections are the servers' below
+
+    def post(c: httpx.Client, m: dict) -> None:
+        r = c.post(f"/api/v1/queues/{queue}/send", json={"message": m})
+        r.raise_for_status()
+
+    for workers in sorted({1, default_workers()}):
+        common.progress(f"{CLIENTS} clients x {per_client} single sends over HTTP, postbox dev --workers {workers}")
+        server = common.DevServer(url, workers, POSTBOX_POOL_MAX=str(max(8, 80 // (workers + 1)))).start()
+        try:
+            common.checkpoint(url)
+            rate, lat = _senders(lambda s=server: httpx.Client(base_url=s.url, headers={"apikey": key}, timeout=60),
+                                 post, per_client)
+        finally:
+            server.stop()
+        table.row(f"c. ... HTTP, postbox dev --workers {workers}", len(lat), f"{rate:,.0f}/s", f"{base:,.0f}/s",
+                  rate / base, f"p50 {common.p50_ms(lat):.1f} ms, p99 {common.quantile_ms(lat, 0.99):.1f} ms;"
+                  " goal >= 0.5")
+
+
+def main() -> None:
+    def run(args, url: str) -> None:
+        os.environ["POSTBOX_POOL_MIN"], os.environ["POSTBOX_POOL_MAX"] = "0", str(CLIENTS)
+        tenant, key, principal = common.bench_tenant(url)
+        table = common.Table()
+        table.header()
+        cold_imports(table, 3 if args.quick else 7)
+        gateway_latency(table, key, 300 if args.quick else 2000)
+        concurrent_sends(table, url, key, principal, 10 if args.quick else 60)
+
+    os.environ.setdefault("POSTBOX_KEY_CACHE_SECONDS", "300")
+    common.bench_main(__doc__, CLIENTS, run)
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 2000)
+    main()

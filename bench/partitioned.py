@@ -245,9 +245,7 @@ class Bench:
               f"{(push / CLIENTS) / (low / QUEEN_VCPUS):.1f}x-{(push / CLIENTS) / (high / QUEEN_VCPUS):.1f}x")
 
     def http(self) -> None:
-        from tests.support.http import GatewayServer
-
-        gateway = GatewayServer().start()
+        gateway = common.DevServer(self.url).start()
         try:
             n = self.scale.http
             queue = "bench_http"
@@ -329,9 +327,9 @@ def main() -> None:
               "(for latency: log p50 / reference p50)\n")
         bench = Bench(url, QUICK if args.quick else FULL)
         bench.table.header()
-        bench.batched()
-        bench.http()
-        bench.latency()
+        common.steps(("a, b: push and pop+ack, domain layer", bench.batched),
+                     ("c: the same over HTTP (postbox dev)", bench.http),
+                     ("d: pop latency as the log grows", bench.latency))
         bench.summary()
 
     common.bench_main(__doc__, CLIENTS, run)

@@ -262,6 +262,7 @@ class Bench:
         rates: dict[tuple[str, str], list[float]] = {(k, side): [] for k in keys for side in sides}
         failures = []
         for r in range(ROUNDS):
+            common.progress(f"round {r + 1} of {ROUNDS}: {n:,} messages each side")
             order = list(sides) if r % 2 == 0 else list(sides)[::-1]
             sent = {}
             for side in order:
@@ -300,9 +301,7 @@ class Bench:
 
     def http(self) -> None:
         """The batched runs through the local gateway; the ratio is against Postbox's domain figures."""
-        from tests.support.http import GatewayServer
-
-        gateway = GatewayServer().start()
+        gateway = common.DevServer(self.url).start()
         n = self.scale.http
 
         def make() -> HttpClient:
@@ -395,11 +394,11 @@ def main() -> None:
               "(for latency: Postbox p50 / reference p50)\n")
         bench = Bench(url, QUICK if args.quick else FULL)
         bench.table.header()
-        bench.batched()
-        bench.http()
-        bench.single()
-        bench.latency()
-        bench.new_queue()
+        common.steps(("a, b: send_batch and read+archive rounds, domain layer", bench.batched),
+                     ("c: the same over HTTP (postbox dev)", bench.http),
+                     ("d: one message per call, domain layer", bench.single),
+                     ("e: read latency with a small then a large backlog", bench.latency),
+                     ("f: drain a queue the statistics have not seen", bench.new_queue))
         bench.summary()
 
     common.bench_main(__doc__, CLIENTS, run, "every count ~10x smaller (under a minute)")

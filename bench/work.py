@@ -244,10 +244,8 @@ class Bench:
         print(f"   every message completed exactly once: {'OK' if ok else 'FAILED'}", flush=True)
 
     def http(self) -> None:
-        from tests.support.http import GatewayServer
-
         n = self.scale.http
-        gateway = GatewayServer().start()
+        gateway = common.DevServer(self.url).start()
         try:
             with contextlib.redirect_stdout(io.StringIO()):  # Powertools prints disabled metrics
                 self._settle()
@@ -319,11 +317,11 @@ def main() -> None:
         print(f"clients: {CLIENTS} threads, one connection each; ratio = work / reference\n")
         bench = Bench(url, QUICK if args.quick else FULL)
         bench.table.header()
-        bench.single_publish()
-        bench.claim_complete()
-        bench.http()
-        bench.events()
-        bench.priority_latency()
+        common.steps(("publish, one per call", bench.single_publish),
+                     ("claim(100) + batch complete", bench.claim_complete),
+                     ("over HTTP (postbox dev)", bench.http),
+                     ("event cost", bench.events),
+                     ("priority-claim latency as the backlog grows", bench.priority_latency))
         bench.summary()
 
     common.bench_main(__doc__, CLIENTS, run, "every count ~5-10x smaller (a minute or two)")

@@ -41,7 +41,8 @@ def instrument(service: str) -> tuple[Logger, Metrics, Callable[[Callable], Call
     """(logger, metrics, decorator) for a function; the decorator wraps its Lambda handler."""
     logger = Logger(service=service)
     metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE_DEFAULT), service=service)
-    if os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() in ("1", "true"):
+    metrics_disabled = os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() in ("1", "true")
+    if metrics_disabled:
         # Disabled metrics are never flushed, so Powertools would keep them and print a batch to
         # stdout every hundred: drop them at the door instead.
         metrics.add_metric = lambda *args, **kwargs: None  # type: ignore[method-assign]
@@ -67,6 +68,8 @@ def instrument(service: str) -> tuple[Logger, Metrics, Callable[[Callable], Call
             return inner(event, context)
 
         # clear_state: one request's tenant and correlation id never leak into the next one's lines.
-        return logger.inject_lambda_context(metrics.log_metrics(with_request_keys), clear_state=True)
+        # Disabled metrics are never flushed: no flush wrapper to run (and warn) on every request.
+        inner_handler = with_request_keys if metrics_disabled else metrics.log_metrics(with_request_keys)
+        return logger.inject_lambda_context(inner_handler, clear_state=True)
 
     return logger, metrics, wrap

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property, lru_cache
 
 
 @dataclass(frozen=True)
@@ -216,17 +216,27 @@ def _specificity(route: Route) -> tuple[int, ...]:
     )
 
 
-def match(method: str, path: str) -> tuple[Route, dict[str, str]] | None:
-    """Find the route API Gateway would pick for a request, with its path parameters."""
-    candidates = []
-    for route in ROUTES:
-        if route.method not in (method.upper(), "ANY"):
-            continue
+@cache
+def _candidates(method: str) -> tuple[Route, ...]:
+    """The routes a request with this method could match, most specific first (the order API
+    Gateway picks in), computed once per method."""
+    found = [r for r in ROUTES if r.method in (method, "ANY")]
+    return tuple(sorted(found, key=lambda r: (_specificity(r), r.method == "ANY")))
+
+
+@lru_cache(maxsize=4096)
+def _match(method: str, path: str) -> tuple[Route, tuple[tuple[str, str], ...]] | None:
+    for route in _candidates(method):
         m = route.pattern.match(path)
         if m:
-            candidates.append((_specificity(route), route.method == "ANY", route, m.groupdict()))
-    if not candidates:
+            return route, tuple(m.groupdict().items())
+    return None
+
+
+def match(method: str, path: str) -> tuple[Route, dict[str, str]] | None:
+    """Find the route API Gateway would pick for a request, with its path parameters (a busy
+    server sees the same few paths again and again: the answer is remembered)."""
+    found = _match(method.upper(), path)
+    if found is None:
         return None
-    candidates.sort(key=lambda c: (c[0], c[1]))
-    _, _, route, params = candidates[0]
-    return route, params
+    return found[0], dict(found[1])

@@ -20,6 +20,12 @@ class StrictBody(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid", populate_by_name=True)
 
+    def __repr__(self) -> str:
+        """Short on purpose: Powertools formats the route's arguments into a debug f-string on every
+        request (whatever the log level), and a full repr of a 100-message body costs more than the
+        rest of the handler's own Python."""
+        return f"{type(self).__name__}(...)"
+
 
 Int32 = Annotated[int, Field(ge=-INT32_MAX - 1, le=INT32_MAX)]
 NonNegative32 = Annotated[int, Field(ge=0, le=INT32_MAX)]

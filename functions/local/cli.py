@@ -31,7 +31,9 @@ def _dev(args: argparse.Namespace) -> int:
     state.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
-    os.environ.setdefault("POSTBOX_POOL_MAX", "20")
+    workers = max(1, args.workers)
+    # Each process has its own pool; together they stay well under PostgreSQL's 100 connections.
+    os.environ.setdefault("POSTBOX_POOL_MAX", "20" if workers == 1 else str(max(8, 80 // (workers + 1))))
     if args.long_poll_ms:
         os.environ["POSTBOX_LONG_POLL_MS"] = str(args.long_poll_ms)
     # SIGTERM (systemd, `docker stop`) stops Postbox as Ctrl-C does: the cleanup below runs. uvicorn
@@ -42,7 +44,8 @@ def _dev(args: argparse.Namespace) -> int:
         url, server = database(state)
         applied = use_database(url)
         key = dev_key(state)
-        start_dispatches_in_process()
+        if workers == 1:
+            start_dispatches_in_process()  # else each worker process starts its own (worker_app)
         scheduler = Scheduler()
         scheduler.start()
         base = f"http://{args.host}:{args.port}"
@@ -50,8 +53,13 @@ def _dev(args: argparse.Namespace) -> int:
         print(f"  database:  {'embedded, data in ' + str(state / 'pgdata') if server else 'DATABASE_URL'}")
         print(f"  migrations applied now: {', '.join(applied) or 'none (up to date)'}")
         print(f"  development key: {key}   (also in {state / 'dev-key'})")
+        print(f"  serving:   {workers} worker process{'es' if workers > 1 else ''} (--workers)")
         print(f"  try: curl -s -H 'apikey: {key}' {base}/api/v1/queues", flush=True)
-        uvicorn.run(LocalGateway(), host=args.host, port=args.port, log_level="warning", lifespan="on")
+        if workers == 1:
+            uvicorn.run(LocalGateway(), host=args.host, port=args.port, log_level="warning", lifespan="on")
+        else:  # uvicorn's supervisor: it binds the port once and restarts a worker that dies
+            uvicorn.run("functions.local.gateway:worker_app", factory=True, workers=workers, host=args.host,
+                        port=args.port, log_level="warning", lifespan="on")
     except SystemExit:
         pass
     finally:
@@ -62,6 +70,11 @@ def _dev(args: argparse.Namespace) -> int:
             server.stop()
         print("Postbox stopped.", flush=True)
     return 0
+
+
+def default_workers() -> int:
+    """One gateway process per CPU, up to 4: one Python process serves on one core at a time."""
+    return max(1, min(os.cpu_count() or 1, 4))
 
 
 def _exit_on_sigterm(signum: int, frame: object) -> None:
@@ -194,6 +207,10 @@ def parser() -> argparse.ArgumentParser:
                      help="where the database and the development key live (POSTBOX_STATE_DIR)")
     dev.add_argument("--long-poll-ms", type=int, default=None,
                      help="the longest a long poll waits, in ms (POSTBOX_LONG_POLL_MS, 20000 when unset)")
+    dev.add_argument("--workers", type=int, default=int(os.environ.get("POSTBOX_WORKERS", "0") or 0)
+                     or default_workers(),
+                     help="gateway worker processes sharing the database, each with its own pool (POSTBOX_WORKERS;"
+                          " the number of CPUs up to 4 when unset)")
     dev.set_defaults(run=_dev)
 
     admin = sub.add_parser("admin", help="manage tenants, projects and API keys (DATABASE_URL or the local database)")

@@ -140,6 +140,16 @@ class LocalGateway:
         await _answer(send, response)
 
 
+def worker_app() -> LocalGateway:
+    """The gateway of one `postbox dev` worker process (uvicorn's app factory). Each worker has its
+    own interpreter, GIL and connection pool on the shared database, so requests are served on
+    every core; the database URL and settings come from the environment the supervisor set."""
+    from functions.local.runtime import start_dispatches_in_process
+
+    start_dispatches_in_process()
+    return LocalGateway()
+
+
 async def _answer(send: Any, response: HttpResponse) -> None:
     await send({
         "type": "http.response.start",
