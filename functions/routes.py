@@ -109,6 +109,13 @@ ROUTES: tuple[Route, ...] = tuple(
         ("GET", "/api/v1/dlq"),
         ("POST", "/api/v1/dlq/replay"),
         ("GET", "/api/v1/resources/queues/{queue}"),
+        ("DELETE", "/api/v1/resources/queues/{queue}"),
+        ("GET", "/api/v1/resources/queues"),
+        ("GET", "/api/v1/resources/overview"),
+        ("DELETE", "/api/v1/consumer-groups/{group}"),
+        ("POST", "/api/v1/fetch"),
+        ("POST", "/api/v1/traces"),
+        ("GET", "/health"),
     )
     + _rows(
         "flows",

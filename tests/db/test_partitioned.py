@@ -341,7 +341,7 @@ def test_oversized_payload_is_413_and_nothing_is_stored(tenant):
     from postbox.errors import TooLarge
 
     with pytest.raises(TooLarge):
-        service.push(tenant.principal, [Item("big", "x"), Item("big", "y" * (1024 * 1024 + 1))])
+        service.push(tenant.principal, [Item("big", "x"), Item("big", "y" * MAX_PAYLOAD_BYTES)])
     with pytest.raises(NotFound):
         _pop(tenant.principal, "big")
 
