@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from datetime import UTC, datetime, timedelta
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -96,7 +96,8 @@ def test_consume_started_before_its_producer_gets_every_message(gateway, tenant)
         seen.append(message["data"])
 
     async def body(q):
-        worker = asyncio.ensure_future(q.queue("jobs").batch(1).limit(4).wait(True).timeout_millis(500).consume(handler))
+        jobs = q.queue("jobs").batch(1).limit(4).wait(True).timeout_millis(500)
+        worker = asyncio.ensure_future(jobs.consume(handler))
         await asyncio.sleep(0.3)
         await q.queue("jobs").push([{"data": n} for n in range(4)])
         await asyncio.wait_for(worker, 15)

@@ -39,6 +39,7 @@ class Item:
 
 
 _RAND_B = (1 << 62) - 1
+_LOW_48 = (1 << 48) - 1
 _last = [0, 0]  # the last id's (milliseconds, 74-bit sequence) of this process
 _last_lock = threading.Lock()
 
@@ -59,12 +60,16 @@ def uuid7s(n: int) -> list[str]:
             now = _last[0]
         seq = _last[1]
         _last[1] = seq + n
-    out = []
     head = f"{now:012x}"
     head = f"{head[:8]}-{head[8:]}-7"
+    low = seq & _LOW_48
+    if low + n <= _LOW_48:  # the usual case: only the last 48 bits differ within the call
+        prefix = f"{head}{seq >> 62:03x}-{0x8000 | ((seq & _RAND_B) >> 48):04x}-"
+        return [f"{prefix}{x:012x}" for x in range(low, low + n)]
+    out = []
     for s in range(seq, seq + n):
         a, b = s >> 62, s & _RAND_B
-        out.append(f"{head}{a:03x}-{0x8000 | (b >> 48):04x}-{b & 0xFFFFFFFFFFFF:012x}")
+        out.append(f"{head}{a:03x}-{0x8000 | (b >> 48):04x}-{b & _LOW_48:012x}")
     return out
 
 
