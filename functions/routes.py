@@ -116,6 +116,8 @@ ROUTES: tuple[Route, ...] = tuple(
         ("POST", "/api/v1/fetch"),
         ("POST", "/api/v1/traces"),
         ("GET", "/health"),
+        # any other /api/v1 route: 404 in Queen's error shape (more specific rows always win)
+        *[(method, "/api/v1/{path+}") for method in ("GET", "POST", "PUT", "PATCH", "DELETE")],
     )
     + _rows(
         "flows",

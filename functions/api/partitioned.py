@@ -7,6 +7,7 @@ status code; a malformed body or query is a 400 whose message names the field.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
@@ -27,7 +28,7 @@ from functions.api.partitioned_schema import (
     Transaction,
 )
 from functions.observability import instrument
-from postbox.errors import Invalid
+from postbox.errors import Invalid, NotFound
 from postbox.inputs import INT64_MAX
 from postbox.partitioned import service
 from postbox.partitioned.service import PopRequest
@@ -35,6 +36,7 @@ from postbox.partitioned.service import PopRequest
 logger, metrics, lambda_handler = instrument("partitioned")
 
 API = "/api/v1"
+UNKNOWN_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]  # the catch-all's rows in the route table
 
 
 def envelope(status: int, code: str, message: str, details: dict[str, Any]) -> dict[str, Any]:
@@ -45,7 +47,19 @@ def envelope(status: int, code: str, message: str, details: dict[str, Any]) -> d
     return {"error": message}
 
 
-app = SurfaceResolver(envelope, validation_status=400)
+class PartitionedResolver(SurfaceResolver):
+    """The surface's resolver; its `<path>` parameter is greedy, as API Gateway's `{path+}` is, for
+    the catch-all that answers an unknown `/api/v1` route in Queen's error shape."""
+
+    @staticmethod
+    def _compile_regex(rule: str, base_regex: str = "^{}$"):
+        def group(m: re.Match) -> str:
+            return f"(?P<{m.group(1)}>{'.+' if m.group(1) == 'path' else '[^/]+'})"
+
+        return re.compile(base_regex.format(re.sub(r"<(\w+)>", group, rule)))
+
+
+app = PartitionedResolver(envelope, validation_status=400)
 
 
 @app.post(API + "/configure")
@@ -219,6 +233,12 @@ def traces(body: Annotated[Trace, Body()]):
 @app.get("/health")
 def health():
     return service.health(app.principal())
+
+
+@app.route(API + "/<path>", method=UNKNOWN_METHODS)
+def unknown_route(path: str):
+    """Any other `/api/v1` route: 404 in Queen's error shape (Queen's client reads `error`)."""
+    raise NotFound(f"no such route: {app.current_event.http_method} {API}/{path}")
 
 
 @lambda_handler

@@ -273,6 +273,18 @@ def test_errors_come_in_queens_shape(gateway, tenant):
     with httpx.Client(base_url=gateway.url, headers={"Authorization": f"Bearer {tenant.key}"}) as http:
         refused = http.post("/api/v1/push", json={"items": [{"queue": "q", "payload": 1, "colour": "red"}]})
         assert refused.status_code == 400 and refused.json()["error"].startswith("items.0.colour")
+        unknown = http.get("/api/v1/status/queues")  # a Queen route Postbox does not serve
+        assert unknown.status_code == 404 and unknown.json() == {"error": "no such route: GET /api/v1/status/queues"}
+        assert http.put("/api/v1/queues").status_code == 404  # another surface's path, unknown method
+
+
+def test_an_unknown_route_fails_the_client_with_its_message(gateway, tenant):
+    async def body(q):
+        with pytest.raises(httpx.HTTPStatusError) as refused:
+            await q.admin.get_status()
+        return str(refused.value)
+
+    assert run(body, gateway, tenant) == "no such route: GET /api/v1/status"
 
 
 # ---- streaming queries -------------------------------------------------------------------------

@@ -37,13 +37,17 @@ def test_match_extracts_path_parameters():
 
 
 def test_match_misses_unknown_paths_and_methods():
-    # Only the durable surface's greedy `/{account}/{path+}` (the spec's `/{account}/s.{name}`) can
-    # catch an unknown path; its function answers 404 `{"message": "Not Found"}` as API Gateway would.
-    for method, path in (("GET", "/api/v1/nothing"), ("PUT", "/api/v1/queues"), ("GET", "/api/v1/queues/a/b/c/d")):
+    # An unknown `/api/v1` route goes to the partitioned surface's catch-all (404 in Queen's error
+    # shape, which Queen's client reads); elsewhere only the durable surface's greedy
+    # `/{account}/{path+}` (the spec's `/{account}/s.{name}`) can catch an unknown path.
+    for method, path in (("GET", "/api/v1/nothing"), ("PUT", "/api/v1/queues"), ("GET", "/api/v1/queues/a/b/c/d"),
+                         ("PATCH", "/api/v1/nothing")):
         found = match(method, path)
-        assert found is None or found[0].path == "/{account}/{path+}"
+        assert found is not None and (found[0].function, found[0].path) == ("partitioned", "/api/v1/{path+}")
+    assert match("GET", "/api/v1/pop/queue/q")[0].path == "/api/v1/pop/queue/{queue}"  # a real route wins
+    assert match("GET", "/v1/nothing/else")[0].path == "/{account}/{path+}"
     assert match("GET", "/nothing") is None
-    assert match("PATCH", "/api/v1/nothing") is None
+    assert match("OPTIONS", "/api/v1/nothing")[0].path == "/{account}/{path+}"
 
 
 def test_every_agent_handler_imports_and_has_a_valid_rate():
