@@ -18,6 +18,7 @@ import pytest
 
 queen = pytest.importorskip("queen", reason="queen-mq is installed by the dev extra")
 Queen, Stream = queen.Queen, queen.Stream
+from queen.streams.runtime.register import StreamsConfigHashMismatch  # noqa: E402
 
 
 def run(body: Callable[[Any], Awaitable[Any]], gateway, tenant) -> Any:
@@ -361,3 +362,16 @@ def test_session_window_on_event_time(gateway, tenant):
     out = _windowed(lambda s: s.window_session(gap=5, event_time=_event_time), "sess",
                     [(1, 1), (2, 2), (30, 5), (31, 6), (60, 0)], 2, gateway, tenant)
     assert out == [{"value": 3}, {"value": 11}]
+
+
+def test_a_changed_operator_chain_is_refused_as_a_config_hash_mismatch(gateway, tenant):
+    async def body(q):
+        first = await stream_run(q, gateway, tenant, Stream.from_(q.queue("hsrc")).map(lambda v: v).to(
+            q.queue("hout")), "hashed")
+        await first.stop()
+        changed = Stream.from_(q.queue("hsrc")).filter(lambda v: True).to(q.queue("hout"))
+        with pytest.raises(StreamsConfigHashMismatch) as refused:
+            await stream_run(q, gateway, tenant, changed, "hashed")
+        return str(refused.value)
+
+    assert run(body, gateway, tenant).startswith("config_hash mismatch: query 'hashed'")
