@@ -124,6 +124,15 @@ ROUTES: tuple[Route, ...] = tuple(
         ("GET", "/api/v1/dlq"),
         ("POST", "/api/v1/dlq/replay"),
         ("GET", "/api/v1/resources/queues/{queue}"),
+        ("DELETE", "/api/v1/resources/queues/{queue}"),
+        ("GET", "/api/v1/resources/queues"),
+        ("GET", "/api/v1/resources/overview"),
+        ("DELETE", "/api/v1/consumer-groups/{group}"),
+        ("POST", "/api/v1/fetch"),
+        ("POST", "/api/v1/traces"),
+        ("GET", "/health"),
+        # any other /api/v1 route: 404 in Queen's error shape (more specific rows always win)
+        *[(method, "/api/v1/{path+}") for method in ("GET", "POST", "PUT", "PATCH", "DELETE")],
     )
     + _rows(
         "flows",

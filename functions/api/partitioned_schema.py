@@ -1,19 +1,23 @@
 """Request bodies of the partitioned queue surface (Queen-style camelCase fields).
 
-Strict types and known fields only: a wrong type or a field this surface does not know (a Queen
-option Postbox does not implement among them) is a 400 naming the field, never silently dropped.
+Strict types and known fields only: a wrong type or a field this surface does not know is a 400
+naming the field, never silently dropped. The fields Queen's own client sends that Postbox does not
+implement (`priority`, `maxSize`, `windowBuffer`, … on configure; `traceId`, `priority` on push) are
+accepted by name and ignored, as docs/partitioned.md lists.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field
 
 from functions.api.common_schema import Id, NonNegative32, StrictBody, name_of
 from postbox import names
+from postbox.inputs import INT64_MAX
 from postbox.partitioned.consume import Ack
 from postbox.partitioned.produce import Item
+from postbox.partitioned.reads import FetchEntry
 
 MAX_ITEMS = 10_000
 WEEK = 7 * 24 * 3600
@@ -33,9 +37,22 @@ class QueueOptions(_Body):
     completedRetentionSeconds: NonNegative32 | None = None
     encryptionEnabled: bool | None = None
     dlqAfterMaxRetries: bool | None = None
+    # Queen's, accepted and ignored (echoed back by configure):
+    priority: int | None = None
+    maxSize: NonNegative32 | None = None
+    windowBuffer: NonNegative32 | None = None
+    deadLetterQueue: bool | None = None
+    maxWaitTimeSeconds: NonNegative32 | None = None
+
+    IGNORED: ClassVar[frozenset[str]] = frozenset(
+        {"priority", "maxSize", "windowBuffer", "deadLetterQueue", "maxWaitTimeSeconds"})
 
     def changes(self) -> dict[str, Any]:
-        return {k: v for k, v in self.model_dump(include=self.model_fields_set).items() if v is not None}
+        return {k: v for k, v in self.given().items() if v is not None and k not in self.IGNORED}
+
+    def given(self) -> dict[str, Any]:
+        """Every option as sent, the ignored ones included: what configure echoes, as Queen does."""
+        return self.model_dump(include=self.model_fields_set)
 
 
 class Configure(_Body):
@@ -52,6 +69,8 @@ class PushItem(_Body):
     data: Any = None
     transactionId: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     messageId: Annotated[str, Field(min_length=1, max_length=256)] | None = None
+    traceId: Annotated[str, Field(max_length=256)] | None = None  # Queen's, accepted and ignored
+    priority: int | None = None  # Queen's, accepted and ignored
 
     def item(self) -> Item:
         payload = self.payload if "payload" in self.model_fields_set else self.data
@@ -66,17 +85,18 @@ class Push(_Body):
 
 
 class AckBody(_Body):
-    leaseId: Annotated[str, Field(min_length=1, max_length=64)]
+    # Absent: the live lease of the partition and group (Queen fences an ack only with the lease it carries).
+    leaseId: Annotated[str, Field(min_length=1, max_length=64)] | None = None
     transactionId: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     partitionId: PartitionId | None = None
     status: Annotated[str, Field(max_length=32)] = "completed"
     consumerGroup: Annotated[str, Field(max_length=256)] | None = None
     error: Annotated[str, Field(max_length=4096)] | None = None
 
-    def ack(self, group: str | None = None) -> Ack:
+    def ack(self, group: str | None = None, lent: str | None = None) -> Ack:
         partition = None if self.partitionId is None else str(self.partitionId)
-        return Ack(self.leaseId, self.status, self.transactionId, partition, self.consumerGroup or group or None,
-                   self.error)
+        return Ack(self.leaseId or lent, self.status, self.transactionId, partition,
+                   self.consumerGroup or group or None, self.error)
 
 
 class AckBatch(_Body):
@@ -104,10 +124,46 @@ class Transaction(_Body):
         list[Annotated[AckOperation | PushOperation, Field(discriminator="type")]],
         Field(min_length=1, max_length=1000),
     ]
+    # Leases that must all be live for anything to apply; the one an ack without its own uses when
+    # there is exactly one (as Queen lends it).
+    requiredLeases: Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=1000)] = []
+
+    def lent(self) -> str | None:
+        return self.requiredLeases[0] if len(set(self.requiredLeases)) == 1 else None
 
     def to_operations(self) -> list[Ack | list[Item]]:
-        return [op.ack() if isinstance(op, AckOperation) else op.to_items() for op in self.operations]
+        lent = self.lent()
+        return [op.ack(lent=lent) if isinstance(op, AckOperation) else op.to_items() for op in self.operations]
 
 
 class Replay(_Body):
     ids: Annotated[list[Annotated[str, Field(pattern=r"^\d{1,18}$")] | Id], Field(min_length=1, max_length=1000)]
+
+
+MAX_FETCH_BYTES = 8 * 1024 * 1024  # a call's payload budget, Queen's default; the answer stays inside Lambda's
+
+
+class FetchEntryBody(_Body):
+    queue: QueueName
+    partition: Annotated[str, Field(min_length=1, max_length=256)]
+    offset: Annotated[int, Field(ge=0, le=INT64_MAX)] = 0
+    maxBytes: Annotated[int, Field(ge=1, le=MAX_FETCH_BYTES)] | None = None
+
+
+class Fetch(_Body):
+    entries: Annotated[list[FetchEntryBody], Field(min_length=1, max_length=1024)]
+    maxBytes: Annotated[int, Field(ge=1, le=MAX_FETCH_BYTES)] = MAX_FETCH_BYTES
+
+    def to_entries(self) -> list[FetchEntry]:
+        return [FetchEntry(e.queue, e.partition, e.offset, e.maxBytes) for e in self.entries]
+
+
+class Trace(_Body):
+    """What a consumer's `message.trace(...)` sends; Postbox accepts it and keeps nothing."""
+
+    transactionId: Annotated[str, Field(max_length=256)] | None = None
+    partitionId: Annotated[str, Field(max_length=64)] | None = None
+    consumerGroup: Annotated[str, Field(max_length=256)] | None = None
+    traceNames: Annotated[list[Annotated[str, Field(max_length=256)]], Field(max_length=100)] | None = None
+    eventType: Annotated[str, Field(max_length=64)] | None = None
+    data: Any = None

@@ -269,7 +269,7 @@ def test_an_idle_flush_commits_only_while_its_partition_is_quiet_and_its_rows_un
     stale = api.post("/streams/v1/cycle", json={
         **flush, "state_ops": [{"type": "delete", "key": key, "expect": {**row, "acc": 1}}]})
     assert stale.json()["success"] is False and stale.json()["code"] == "state_changed"
-    assert api.get("/api/v1/pop/queue/out", params={"batch": 10}).status_code == 404   # rolled back: no sink
+    assert api.get("/api/v1/resources/queues/out").status_code == 404   # rolled back: no sink
     done = api.post("/streams/v1/cycle", json=flush)
     assert done.json()["success"] is True and done.json()["push_results"][0]["status"] == "queued"
     again = api.post("/streams/v1/cycle", json=flush)

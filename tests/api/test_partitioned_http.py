@@ -38,7 +38,7 @@ def test_data_field_and_partition_route_and_duplicates(api):
         {"queue": "q", "partition": "p1", "data": "b", "transactionId": "t1"},
     ]})
     assert [x["status"] for x in r.json()] == ["queued", "duplicate"]
-    assert api.get("/api/v1/pop/queue/q/partition/Default").status_code == 404
+    assert api.get("/api/v1/pop/queue/q/partition/Default").status_code == 204  # no such partition yet: empty
     r = api.get("/api/v1/pop/queue/q/partition/p1", params={"batch": 5, "autoAck": "true"})
     assert [m["data"] for m in r.json()["messages"]] == ["a"] and r.json()["messages"][0]["leaseId"] is None
     assert api.get("/api/v1/pop/queue/q/partition/p1").status_code == 204
@@ -79,12 +79,13 @@ def test_configure_and_bad_bodies_are_400_naming_the_field(api):
 
 
 def test_unknown_and_foreign_queues_are_404(api, gateway, make_tenant):
-    assert api.get("/api/v1/pop/queue/nothing").status_code == 404
-    assert api.get("/api/v1/pop/queue/nothing").json() == {"error": "queue not found: nothing"}
+    # Popping a queue that does not exist (yet) is empty, as in Queen: a worker may start first.
+    assert api.get("/api/v1/pop/queue/nothing").status_code == 204
+    assert api.get("/api/v1/resources/queues/nothing").json() == {"error": "queue not found: nothing"}
     _push(api, "private", [1])
     msg = api.get("/api/v1/pop/queue/private").json()["messages"][0]
     with client(gateway.url, make_tenant().key) as other:
-        assert other.get("/api/v1/pop/queue/private").status_code == 404
+        assert other.get("/api/v1/pop/queue/private").status_code == 204  # another tenant's: as if missing
         r = other.post("/api/v1/ack", json={"leaseId": msg["leaseId"], "transactionId": msg["transactionId"],
                                             "partitionId": msg["partitionId"]})
         assert r.status_code == 404
@@ -120,7 +121,7 @@ def test_transaction_commits_together_or_not_at_all(api):
         ack, {"type": "push", "items": [{"queue": "sink", "payload": "x"}]},
         {"type": "push", "items": [{"queue": "no/slash", "payload": "y"}]}]})
     assert r.status_code == 400
-    assert api.get("/api/v1/pop/queue/sink").status_code == 404
+    assert api.get("/api/v1/resources/queues/sink").status_code == 404  # rolled back: not even created
     r = api.post("/api/v1/transaction", json={"operations": [
         ack, {"type": "push", "items": [{"queue": "sink", "payload": "x"}]}]})
     assert r.status_code == 200 and r.json()["success"] is True

@@ -38,15 +38,18 @@ def test_match_extracts_path_parameters():
 
 
 def test_match_misses_unknown_paths_and_methods():
-    # Paths of three or more segments that no other row serves reach the durable surface's catch-all
-    # under a hosted-form stream (`/{account}/{stream}/{rest+}`), whose function answers API Gateway's
-    # own 404 `{"message": "Not Found"}` when `{stream}` is not `s.{name}`; shorter ones reach nothing.
-    for method, path in (("GET", "/api/v1/nothing"), ("PUT", "/api/v1/queues"), ("GET", "/api/v1/queues/a/b/c/d")):
-        route, params = match(method, path)
-        assert (route.function, route.path) == ("durable", "/{account}/{stream}/{rest+}")
-    assert match("GET", "/api/v1/queues/a/b/c/d")[1] == {"account": "api", "stream": "v1", "rest": "queues/a/b/c/d"}
+    # An unknown `/api/v1` route goes to the partitioned surface's catch-all (404 in Queen's error
+    # shape, which Queen's client reads). Other paths of three or more segments reach the durable
+    # surface's catch-all under a hosted-form stream (`/{account}/{stream}/{rest+}`), whose function
+    # answers API Gateway's own 404 when `{stream}` is not `s.{name}`; shorter ones reach nothing.
+    for method, path in (("GET", "/api/v1/nothing"), ("PUT", "/api/v1/queues"), ("GET", "/api/v1/queues/a/b/c/d"),
+                         ("PATCH", "/api/v1/nothing")):
+        found = match(method, path)
+        assert found is not None and (found[0].function, found[0].path) == ("partitioned", "/api/v1/{path+}")
+    assert match("GET", "/api/v1/pop/queue/q")[0].path == "/api/v1/pop/queue/{queue}"  # a real route wins
+    assert match("GET", "/v1/nothing/else")[0].path == "/{account}/{stream}/{rest+}"
+    assert match("OPTIONS", "/api/v1/nothing")[0].path == "/{account}/{stream}/{rest+}"
     assert match("GET", "/nothing") is None
-    assert match("PATCH", "/api/v1/nothing") is None
     assert match("PATCH", "/acme/s.orders") is None
 
 

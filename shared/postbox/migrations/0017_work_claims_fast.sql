@@ -155,6 +155,7 @@ BEGIN
         FROM (
             SELECT x.ctid, x.id, x.seq, x.state, x.attempts, x.max_retries FROM work_messages x
             WHERE x.queue_id = q.id AND x.ended_at IS NULL
+              AND x.state IN ('pending', 'claimed')  -- not a broadcast message its subscriptions deliver
               AND (x.rank, x.seq) >= (CASE WHEN v_full THEN -9223372036854775808 ELSE 0 END,
                                       CASE WHEN v_full THEN 0 ELSE v_head END)
               AND x.visible_at <= clock_timestamp()

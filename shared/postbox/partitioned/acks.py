@@ -14,20 +14,20 @@ Nothing here commits, so a caller can ack inside its own transaction (`transacti
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import psycopg
 
 from ..errors import Conflict, Invalid, NotFound
 from ..log import cursors, leases
-from . import OWNER_KIND, counters, failures, queues
-from .shapes import is_ok
+from . import OWNER_KIND, QUEUE_MODE, counters, failures, queues
+from .shapes import is_dead_letter, is_ok
 
 
 @dataclass(frozen=True)
 class Ack:
-    lease_id: str
+    lease_id: str | None  # None: whichever lease holds the partition for the group now (as Queen acks)
     status: str | None = "completed"
     transaction_id: str | None = None   # None: the whole leased batch
     partition_id: str | None = None
@@ -90,7 +90,11 @@ def _settle(conn: psycopg.Connection, cur: cursors.Cursor, acks: list[Ack]) -> d
     # A nack fails the uncommitted rest of the lease: those records count as failed.
     counters.add(conn, cur.owner_id, acked=upto - cur.committed, failed=max((cur.batch_end or upto) - upto, 0))
     error = next((a.error for a in acks if a.error), None)
-    dlq = failures.nack(conn, queues.by_id(conn, cur.owner_id), cur, upto, error)
+    queue = queues.by_id(conn, cur.owner_id)
+    if any(is_dead_letter(a.status) for a in acks):
+        dlq = failures.dead_letter(conn, queue, cur, upto, error)
+    else:
+        dlq = failures.nack(conn, queue, cur, upto, error)
     return {"count": upto - cur.committed, "lease_released": True, "dlq": dlq}
 
 
@@ -123,7 +127,9 @@ def ack_one_statement(conn: psycopg.Connection, tenant_id: str, acks: list[Ack])
     """The usual ack (one lease, all completed, naming the whole lease or its last message) as one
     statement, safe on an autocommit connection; None (nothing changed) when `ack` must decide."""
     lease_id = str(acks[0].lease_id)
-    if any(str(a.lease_id) != lease_id or str(a.partition_id) != str(acks[0].partition_id) for a in acks):
+    first = acks[0]
+    if first.lease_id is None or any(
+            str(a.lease_id) != lease_id or str(a.partition_id) != str(first.partition_id) for a in acks):
         return None
     fast = _commit_whole(conn, tenant_id, acks[0], acks)
     if fast is None:
@@ -144,9 +150,32 @@ def _ack_results(acks: list[Ack], partition_of: dict[str, int],
     } for a in acks]
 
 
+def _with_current_lease(conn: psycopg.Connection, tenant_id: str, a: Ack) -> Ack:
+    """An ack naming no lease takes the live lease of its partition and group (Queen fences an ack
+    only with the lease it carries); 409 when none is live, 404 for a partition that is not there."""
+    if a.partition_id is None:
+        raise Invalid("leaseId: required when the ack names no partitionId")
+    check_partition(conn, tenant_id, str(a.partition_id))
+    row = conn.execute(
+        "SELECT lease_id FROM log_cursors WHERE partition_id = %s AND consumer_group = %s AND lease_id IS NOT NULL"
+        " AND lease_expires_at > clock_timestamp()",
+        (int(a.partition_id), a.consumer_group or QUEUE_MODE),
+    ).fetchone()
+    if row is None:
+        raise Conflict("lease is not held: it expired, was released, or is not yours", code="invalid_lease")
+    return replace(a, lease_id=str(row[0]))
+
+
+def require_live(conn: psycopg.Connection, tenant_id: str, lease_ids: list[str]) -> None:
+    """409 unless every lease is live and the tenant's (a transaction's `requiredLeases`)."""
+    for lease_id in sorted(set(lease_ids)):
+        _holder(conn, tenant_id, lease_id, None, None)
+
+
 def ack(conn: psycopg.Connection, tenant_id: str, acks: list[Ack]) -> list[dict[str, Any]]:
     """Acks, grouped by lease; all or nothing (one refused lease refuses the call).
     One result per ack, in input order."""
+    acks = [a if a.lease_id is not None else _with_current_lease(conn, tenant_id, a) for a in acks]
     by_lease: dict[str, list[Ack]] = {}
     for a in acks:
         by_lease.setdefault(str(a.lease_id), []).append(a)
@@ -197,6 +226,7 @@ def extend(conn: psycopg.Connection, tenant_id: str, lease_id: str, seconds: flo
     cur = _holder(conn, tenant_id, lease_id, None, None)
     if seconds is None:
         seconds = queues.by_id(conn, cur.owner_id).lease_time
-    expires = leases.extend(conn, cur, seconds)
-    return {"leaseId": str(lease_id), "leaseExpiresAt": expires.isoformat().replace("+00:00", "Z"),
-            "partitionId": str(cur.partition_id)}
+    expires = leases.extend(conn, cur, seconds).isoformat().replace("+00:00", "Z")
+    # Queen's names (`success`, `newExpiresAt`, `expiresAt`, `renewed`) beside Postbox's own.
+    return {"leaseId": str(lease_id), "success": True, "renewed": 1, "newExpiresAt": expires, "expiresAt": expires,
+            "leaseExpiresAt": expires, "partitionId": str(cur.partition_id)}

@@ -19,12 +19,12 @@ from ..errors import Invalid, NotFound
 from ..log import cursors, leases, store
 from ..log.frames import Entry
 from . import OWNER_KIND, counters, queues
-from .acks import Ack, ack, ack_lease, ack_one_statement, check_partition, extend
+from .acks import Ack, ack, ack_lease, ack_one_statement, check_partition, extend, require_live
 from .failures import expire
 from .shapes import OK_STATUSES, is_ok, iso, messages
 
 __all__ = ["MAX_BATCH", "OK_STATUSES", "Ack", "ack", "ack_lease", "ack_one_statement", "check_partition", "expire",
-           "extend", "is_ok", "iso", "lease", "pop"]
+           "extend", "is_ok", "iso", "lease", "pop", "require_live"]
 
 MAX_BATCH = 10_000
 

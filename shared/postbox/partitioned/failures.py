@@ -10,7 +10,7 @@ from __future__ import annotations
 import psycopg
 
 from ..log import leases
-from ..log.cursors import Cursor
+from ..log.cursors import Cursor, commit
 from ..log.retry import RetryPolicy
 from . import dlq, queues
 
@@ -27,6 +27,14 @@ def nack(conn: psycopg.Connection, queue: queues.Queue, cur: Cursor, upto: int, 
     """A failed ack at `upto`: what precedes it commits, the rest of the lease failed; True when
     the rest went to the dead letters."""
     return leases.fail_rest(conn, cur, upto, policy(queue), _dead_letters(queue), error)
+
+
+def dead_letter(conn: psycopg.Connection, queue: queues.Queue, cur: Cursor, upto: int, error: str | None) -> bool:
+    """An ack with status `dlq` at `upto`: what precedes it commits, the rest of the lease goes to the
+    dead letters now (kept even when the queue does not dead-letter exhausted retries)."""
+    if upto > cur.committed:
+        commit(conn, cur, upto, release=False)
+    return leases.fail(conn, cur, upto, cur.attempts + 1, RetryPolicy(0), dlq.record, error)
 
 
 def expire(conn: psycopg.Connection, queue: queues.Queue, cur: Cursor) -> bool:

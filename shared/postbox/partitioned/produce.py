@@ -8,6 +8,7 @@ commits. Partitions are locked in (queue, partition) order so concurrent pushers
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -16,10 +17,15 @@ import psycopg
 
 from ..db import domain_errors
 from ..errors import Invalid, TooLarge
+from ..inputs import MAX_REQUEST_BYTES
+from ..log import cursors
 from ..log.frames import Record, id_hash, pack
 from . import DEFAULT_PARTITION, payloads, queues
 
-MAX_PAYLOAD_BYTES = 1024 * 1024
+# No cap below the request's own (6 MiB, inside Lambda's synchronous payload limit): Queen caps a
+# payload only by its HTTP body limit, so a push it takes is refused here only where API Gateway
+# and Lambda would refuse the request anyway. A transaction or streaming cycle is held to it too.
+MAX_PAYLOAD_BYTES = MAX_REQUEST_BYTES
 MAX_ID_LENGTH = 256
 
 
@@ -32,21 +38,38 @@ class Item:
     message_id: str | None = None
 
 
-# The variant's two high bits (10) over two random bits, by the random hex digit drawn for it.
-_VARIANT = {f"{d:x}": "89ab"[d & 3] for d in range(16)}
+_RAND_B = (1 << 62) - 1
+_LOW_48 = (1 << 48) - 1
+_last = [0, 0]  # the last id's (milliseconds, 74-bit sequence) of this process
+_last_lock = threading.Lock()
 
 
 def uuid7s(n: int) -> list[str]:
-    """`n` time-ordered UUIDs (version 7): 48 bits of milliseconds, the version, 12 random bits,
-    the variant, 62 random bits; one read of the OS's randomness for the lot, formatted as text
+    """`n` UUIDs (version 7) that sort in the order they are made in this process: 48 bits of
+    milliseconds, then 74 bits (12 of `rand_a`, 62 of `rand_b`) holding a sequence that starts at a
+    random point below the middle and counts up (RFC 9562's monotonic method 2). A consumer that sorts
+    a partition's batch by (createdAt, id), as Queen's streaming SDK does, sees the push order; a
+    clock step back keeps the last millisecond, so the order holds then too. Formatted as text
     directly (uuid.UUID objects cost more than the rest of a push)."""
-    ms = f"{time.time_ns() // 1_000_000 & 0xFFFFFFFFFFFF:012x}"
-    head = f"{ms[:8]}-{ms[8:]}-7"
-    rand = os.urandom(10 * n).hex()
+    now = time.time_ns() // 1_000_000 & 0xFFFFFFFFFFFF
+    start = int.from_bytes(os.urandom(9), "big") >> 1  # 71 bits: room for ~2^73 ids in one millisecond
+    with _last_lock:
+        if now > _last[0]:
+            _last[0], _last[1] = now, start
+        else:
+            now = _last[0]
+        seq = _last[1]
+        _last[1] = seq + n
+    head = f"{now:012x}"
+    head = f"{head[:8]}-{head[8:]}-7"
+    low = seq & _LOW_48
+    if low + n <= _LOW_48:  # the usual case: only the last 48 bits differ within the call
+        prefix = f"{head}{seq >> 62:03x}-{0x8000 | ((seq & _RAND_B) >> 48):04x}-"
+        return [f"{prefix}{x:012x}" for x in range(low, low + n)]
     out = []
-    for i in range(0, 20 * n, 20):
-        r = rand[i : i + 20]
-        out.append(f"{head}{r[:3]}-{_VARIANT[r[3]]}{r[4:7]}-{r[7:19]}")
+    for s in range(seq, seq + n):
+        a, b = s >> 62, s & _RAND_B
+        out.append(f"{head}{a:03x}-{0x8000 | (b >> 48):04x}-{b & _LOW_48:012x}")
     return out
 
 
@@ -138,7 +161,8 @@ def push(conn: psycopg.Connection, tenant_id: str, items: list[Item], *, notify:
                 groups[k - 1].stored[bytes(h)] = offset
                 retry = True
         if not retry:
-            return _results(items, groups, plans, {r[1]: (r[2], r[3]) for r in rows})
+            appended = {r[1]: (r[2], r[3]) for r in rows}
+            return _results(items, groups, plans, appended, _stored_keys(conn, plans, appended))
 
 
 @dataclass
@@ -175,21 +199,40 @@ def _plan(g: _Group, encrypted: bool) -> _Plan:
     return _Plan(records, hashes, keep, repeats, stored)
 
 
+def _stored_keys(conn: psycopg.Connection, plans: list[_Plan],
+                 appended: dict[int, tuple[int, int]]) -> dict[tuple[int, int], str]:
+    """The messageId of each message an item repeats that was stored before this call, by
+    (partition id, offset): a duplicate answers the id it was first given. Read only when a push
+    repeats a stored transactionId, so the usual push stays one round trip."""
+    out: dict[tuple[int, int], str] = {}
+    for k, plan in enumerate(plans, start=1):
+        pid = appended[k][0]
+        for offset in sorted(set(plan.stored.values())):
+            for entry in cursors.read_window(conn, pid, offset, 1, offset + 1):
+                out[(pid, entry.offset)] = entry.key or entry.id
+    return out
+
+
 def _results(items: list[Item], groups: list[_Group], plans: list[_Plan],
-             appended: dict[int, tuple[int, int]]) -> list[dict[str, Any]]:
+             appended: dict[int, tuple[int, int]], stored_keys: dict[tuple[int, int], str]) -> list[dict[str, Any]]:
     results: list[dict[str, Any]] = [{} for _ in items]
     for k, (g, plan) in enumerate(zip(groups, plans, strict=True), start=1):
         pid, first = appended[k]
         offsets: dict[int, int] = {n: first + m for m, n in enumerate(plan.keep)}
         for n, i in enumerate(g.indexes):
             duplicate = n not in offsets
+            key = g.keys[n]
+            if n in plan.stored:
+                key = stored_keys.get((pid, plan.stored[n]), key)
+            elif n in plan.repeats:
+                key = g.keys[plan.repeats[n]]
             results[i] = {
                 "index": i,
                 "queue": g.queue,
                 "partition": g.partition,
                 "partitionId": str(pid),
                 "transactionId": g.ids[n],
-                "messageId": g.keys[n],
+                "messageId": key,
                 "status": "duplicate" if duplicate else "queued",
                 "offset": offsets[n] if not duplicate else plan.stored.get(n, offsets.get(plan.repeats.get(n, -1))),
             }

@@ -11,9 +11,9 @@ from datetime import datetime
 from typing import Any
 
 from .. import db, tenancy, wakeup
-from ..errors import Invalid
+from ..errors import Invalid, NotFound
 from ..tenancy import Principal
-from . import QUEUE_MODE, consume, dlq, produce, queues, resources
+from . import QUEUE_MODE, admin, consume, dlq, produce, queues, reads, resources
 from .consume import Ack
 from .produce import Item
 
@@ -35,6 +35,11 @@ def configure(principal: Principal, queue: str, options: dict[str, Any]) -> dict
     return {"configured": True, "queue": found.name, "options": found.options()}
 
 
+def echo_options(answer: dict[str, Any], given: dict[str, Any]) -> dict[str, Any]:
+    """Configure's answer with the options as sent, ignored ones included (Queen echoes them)."""
+    return {**answer, "options": {**answer["options"], **given}}
+
+
 def push(principal: Principal, items: list[Item]) -> list[dict[str, Any]]:
     tenant = _require(principal, "write")
     if not items:
@@ -53,19 +58,32 @@ class PopRequest:
     consumer_group: str | None = None
     auto_ack: bool = False
     start: str | datetime = "all"  # subscription of a new group: "all", "new" or a time
+    partitions: int = 1  # partitions one pop may lease, sharing `batch` (a named partition: 1)
 
 
 def pop(principal: Principal, request: PopRequest) -> list[dict[str, Any]]:
-    """Lease the next batch of one partition; with `wait`, long-poll (bounded) until one is ready."""
+    """Lease the next batch of up to `partitions` partitions; with `wait`, long-poll (bounded) until
+    one is ready. A queue or partition that does not exist yet is empty, as in Queen: a worker
+    started before its producer waits (re-checking) instead of failing."""
     tenant = _require(principal, "write")
     group = request.consumer_group or QUEUE_MODE
     limit_ms = wakeup.max_wait_seconds() * 1000
     wait_ms = (request.timeout_ms if request.timeout_ms is not None else limit_ms) if request.wait else 0
+    sweep = 1 if request.partition is not None else max(1, request.partitions)
 
     def attempt() -> tuple[list[dict[str, Any]], list[str]]:
+        found: list[dict[str, Any]] = []
         with db.connection() as conn:  # autocommit: the usual pop is two single-statement steps
-            queue_id, found = consume.pop(conn, tenant, request.queue, request.partition, group, request.batch,
-                                          start=request.start, auto_ack=request.auto_ack)
+            for _ in range(sweep):  # each round leases another partition (the last one is held now)
+                try:
+                    queue_id, more = consume.pop(conn, tenant, request.queue, request.partition, group,
+                                                 request.batch - len(found), start=request.start,
+                                                 auto_ack=request.auto_ack)
+                except NotFound:
+                    return found, []  # nothing to listen on yet: re-checked until it exists
+                found += more
+                if not more or len(found) >= request.batch:
+                    break
         return found, [wakeup.channel(wakeup.PARTITIONED, queue_id)]
 
     return wakeup.long_poll(attempt, wait_ms / 1000)
@@ -91,13 +109,16 @@ def extend(principal: Principal, lease_id: str, seconds: float | None = None) ->
         return consume.extend(conn, tenant, lease_id, seconds)
 
 
-def transaction(principal: Principal, operations: list[Ack | list[Item]]) -> list[dict[str, Any]]:
-    """Acks and pushes in one transaction: any refusal rolls back every operation."""
+def transaction(principal: Principal, operations: list[Ack | list[Item]],
+                required_leases: list[str] = ()) -> list[dict[str, Any]]:
+    """Acks and pushes in one transaction: any refusal rolls back every operation, and nothing
+    applies unless every one of `required_leases` is live."""
     tenant = _require(principal, "write")
     if not operations:
         raise Invalid("operations: at least one operation is required")
     results: list[dict[str, Any]] = []
     with db.transaction() as conn:
+        consume.require_live(conn, tenant, list(required_leases))
         for op in operations:
             if isinstance(op, Ack):
                 results.append({"type": "ack", **consume.ack(conn, tenant, [op])[0]})
@@ -129,3 +150,42 @@ def queue_resource(principal: Principal, queue: str) -> dict[str, Any]:
     tenant = _require(principal, "read")
     with db.transaction() as conn:
         return resources.queue(conn, tenant, queue)
+
+
+def delete_queue(principal: Principal, queue: str) -> dict[str, Any]:
+    tenant = _require(principal, "manage")
+    with db.transaction() as conn:
+        return admin.delete_queue(conn, tenant, queue)
+
+
+def delete_group(principal: Principal, group: str, metadata: bool = True) -> dict[str, Any]:
+    tenant = _require(principal, "manage")
+    with db.transaction() as conn:
+        return admin.delete_group(conn, tenant, group, metadata=metadata)
+
+
+def list_queues(principal: Principal, limit: int, offset: int) -> dict[str, Any]:
+    tenant = _require(principal, "read")
+    with db.transaction() as conn:
+        return admin.list_queues(conn, tenant, limit, offset)
+
+
+def overview(principal: Principal) -> dict[str, Any]:
+    tenant = _require(principal, "read")
+    with db.transaction() as conn:
+        return admin.overview(conn, tenant)
+
+
+def fetch(principal: Principal, entries: list[reads.FetchEntry], max_bytes: int) -> list[dict[str, Any]]:
+    """Records by offset, read in one snapshot (REPEATABLE READ would add nothing: reads only)."""
+    tenant = _require(principal, "read")
+    with db.transaction() as conn:
+        return reads.fetch(conn, tenant, entries, max_bytes)
+
+
+def health(principal: Principal) -> dict[str, Any]:
+    """Queen's health answer: the caller's key was accepted and the database answers."""
+    _require(principal, "read")
+    with db.connection() as conn:
+        conn.execute("SELECT 1").fetchone()
+    return {"status": "healthy", "database": "connected", "server": "Postbox"}

@@ -20,6 +20,11 @@ def is_ok(status: str | None) -> bool:
     return status is None or status.lower() in OK_STATUSES
 
 
+def is_dead_letter(status: str | None) -> bool:
+    """`dlq`: the message goes to the dead letters at once, whatever retries are left (Queen's)."""
+    return status is not None and status.lower() == "dlq"
+
+
 def messages(queue: str, partition: str, partition_id: int, group: str, entries: list[Entry],
              lease_id: str | None, retries: int) -> list[dict[str, Any]]:
     """A leased batch as the API shows it, with the payloads decoded together. `retryCount` is the
