@@ -10,7 +10,7 @@ import time
 import psycopg
 import pytest
 
-from postbox import config, db, roles, wakeup
+from postbox import config, db, roles
 from postbox.queues import service
 
 
@@ -58,12 +58,12 @@ def test_a_long_poll_listens_directly_as_the_listen_role_and_a_send_wakes_it(ten
 
     t = threading.Thread(target=wait)
     t.start()
-    channel = wakeup.channel(wakeup.QUEUE, _queue_id(tenant, "q"))
     notify_only.wait_until_asleep()
     with db.connection() as conn:
-        row = conn.execute("SELECT usename FROM pg_stat_activity WHERE query = %s", (f'LISTEN "{channel}"',)
-                           ).fetchone()
-    assert row == (roles.LISTEN,)  # the LISTEN runs on the listen role's own connection
+        row = conn.execute("SELECT usename FROM pg_stat_activity WHERE query LIKE 'INSERT INTO waiters%%'"
+                           " AND state = 'idle'").fetchone()
+    # the waiter LISTENs, then registers, on the listen role's own connection (its last statement)
+    assert row == (roles.LISTEN,)
     service.send_messages(tenant.principal, "q", ["hello"])
     t.join(30)
     assert [m["message"] for m in listeners[0]] == ["hello"]

@@ -223,6 +223,7 @@ BEGIN
         WITH doomed AS (
             SELECT x.id, x.queue_id, x.state FROM work_messages x
             WHERE x.ended_at IS NULL AND x.expires_at IS NOT NULL AND x.expires_at <= clock_timestamp()
+              AND x.state IN ('pending', 'claimed')  -- a broadcast message ends with its deliveries
             ORDER BY x.expires_at LIMIT p_limit FOR UPDATE SKIP LOCKED
         ), ended AS (
             UPDATE work_messages m SET state = 'expired', claim_token = NULL, ended_at = clock_timestamp(),
