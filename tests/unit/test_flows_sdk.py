@@ -282,3 +282,24 @@ def test_a_gate_retries_its_refused_tail_under_the_same_lease():
     assert [i["payload"] for i in client.sink] == [0, 1, 2, 3, 4]
     assert [c["release_lease"] for c in client.cycles] == [False, True]
     assert client.state[state_key("gate", "", "p1")] == {"n": 5}
+
+
+def test_ctrl_c_stops_the_runner_cleanly_and_it_says_what_it_did(caplog, monkeypatch):
+    import logging
+
+    client = FakeClient(msgs((0, {"v": 1}), (20_000, {"v": 1})))
+    runner = Runner(Query("q", "src").tumbling(60).aggregate(n=count()).to("out"), client, batch=4)
+    passes = []
+
+    def interrupted(*_a, **_k):
+        passes.append(1)
+        if len(passes) > 1:
+            raise KeyboardInterrupt
+        return 0
+
+    monkeypatch.setattr(runner, "run_once", interrupted)
+    monkeypatch.setattr(runner, "flush_idle", lambda *a, **k: 0)
+    with caplog.at_level(logging.INFO, logger="postbox.flows"):
+        runner.run()  # returns instead of raising
+    assert len(passes) == 2
+    assert "stopped" in caplog.text and "messages folded" in caplog.text

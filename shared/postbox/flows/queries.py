@@ -85,7 +85,8 @@ def register(principal: Principal, name: str, source_queue: str, sink_queue: str
         if found.config_hash != config_hash and not reset:
             raise Conflict(
                 f"config_hash mismatch: query {name!r} is registered with a different config_hash; re-register"
-                " with reset: true to delete its state and use the new operator chain",
+                " with reset: true to delete its state and use the new operator chain (the SDK:"
+                " Runner(query, client, reset=True))",
                 code="config_changed", query_id=found.id, name=name,
             )
         if reset:

@@ -36,6 +36,7 @@ class CycleFailed(RuntimeError):
         self.code = code
 
 log = logging.getLogger("postbox.flows")
+REPORT_EVERY_S = 10.0  # how often a running runner logs what it has done
 _IDS = uuid.UUID("5f0c1c7e-6b7a-4d2e-9f3a-2d4c8e1b7a60")  # namespace of sink transaction ids
 
 
@@ -73,13 +74,30 @@ class Runner:
         if self.query_id is None:
             self.start()
         deadline = time.monotonic() + duration_s if duration_s is not None else None
-        while not (stop is not None and stop.is_set()) and (deadline is None or time.monotonic() < deadline):
-            try:
-                self.run_once()
-                self.flush_idle()
-            except Exception:
-                log.exception("flows runner %s: pass failed; the batch redelivers after its lease", self.query.name)
-                time.sleep(0.5)
+        report_at = time.monotonic() + REPORT_EVERY_S
+        log.info("flows runner %s: consuming %s as %s", self.query.name, self.query.source, self.group)
+        try:
+            while not (stop is not None and stop.is_set()) and (deadline is None or time.monotonic() < deadline):
+                try:
+                    self.run_once()
+                    self.flush_idle()
+                except Exception:
+                    log.exception("flows runner %s: pass failed; the batch redelivers after its lease",
+                                  self.query.name)
+                    time.sleep(0.5)
+                if time.monotonic() >= report_at:
+                    self._report()
+                    report_at = time.monotonic() + REPORT_EVERY_S
+        except KeyboardInterrupt:
+            log.info("flows runner %s: stopped; a batch not yet committed is delivered again", self.query.name)
+        self._report()
+
+    def _report(self) -> None:
+        """One line of what the runner has done so far (INFO: shown with logging at INFO)."""
+        st = self.stats
+        log.info("flows runner %s: %d messages folded, %d windows emitted, %d cycles (%d failed), %d late dropped",
+                 self.query.name, st["messages"], st["emitted"], st["cycles"], st["failed_cycles"],
+                 st["dropped_late"])
 
     # ---- one pass ---------------------------------------------------------------------------
     def poll(self, wait_ms: int | None = None) -> dict[str, list[dict[str, Any]]]:
