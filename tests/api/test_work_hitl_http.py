@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from support.http import client
-
-W = "/v1/modules/scaiqueue"
+from support.work_api import W
+from support.work_api import error as _error
+from support.work_api import ok as _ok
 
 REVIEW = {
     "context": {"title": "Refund for {{customer}}", "content": "Order {{order_id}}: {{ amount }} EUR. {{note}}"},
@@ -17,17 +18,6 @@ REVIEW = {
 }
 PARAMETERS = [{"name": "customer"}, {"name": "order_id"}, {"name": "amount", "default": "0"},
               {"name": "note", "required": False}]
-
-
-def _ok(r, status=200):
-    assert r.status_code == status, r.text
-    return r.json()["data"]
-
-
-def _error(r, status, code):
-    assert r.status_code == status, r.text
-    assert r.json()["error"]["code"] == code, r.text
-    return r.json()["error"]
 
 
 @pytest.fixture

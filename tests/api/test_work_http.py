@@ -9,22 +9,9 @@ import pytest
 from postbox import db
 from support.http import client
 from support.tenants import new_tenant
-
-W = "/v1/modules/scaiqueue"
-
-
-def _ok(r, status=200):
-    assert r.status_code == status, r.text
-    return r.json()["data"]
-
-
-def _error(r, status, code):
-    assert r.status_code == status, r.text
-    body = r.json()
-    assert body["error"]["code"] == code, body
-    assert body["meta"]["request_id"].startswith("req_")
-    assert r.headers["x-request-id"] == body["meta"]["request_id"]
-    return body["error"]
+from support.work_api import W
+from support.work_api import error as _error
+from support.work_api import ok as _ok
 
 
 @pytest.fixture

@@ -7,20 +7,9 @@ import uuid
 import pytest
 
 from support.http import client
-
-W = "/v1/modules/scaiqueue"
-
-
-def _ok(r, status=200):
-    assert r.status_code == status, r.text
-    return r.json()["data"]
-
-
-def _error(r, status, code):
-    assert r.status_code == status, r.text
-    body = r.json()
-    assert body["error"]["code"] == code, body
-    return body["error"]
+from support.work_api import W
+from support.work_api import error as _error
+from support.work_api import ok as _ok
 
 
 @pytest.fixture

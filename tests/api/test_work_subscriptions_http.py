@@ -6,19 +6,9 @@ import uuid
 
 from support.http import client
 from support.tenants import new_tenant
-
-W = "/v1/modules/scaiqueue"
-
-
-def _ok(r, status=200):
-    assert r.status_code == status, r.text
-    return r.json()["data"]
-
-
-def _error(r, status, code):
-    assert r.status_code == status, r.text
-    assert r.json()["error"]["code"] == code, r.text
-    return r.json()["error"]
+from support.work_api import W
+from support.work_api import error as _error
+from support.work_api import ok as _ok
 
 
 def test_subscription_routes(gateway, api):
