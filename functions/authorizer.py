@@ -65,6 +65,8 @@ def authorize(headers: dict[str, str] | None) -> dict[str, Any]:
             "role": principal.role,
             "key_id": principal.key_id,
             "scopes": ",".join(principal.scopes),
+            "subject_type": principal.subject_type,
+            "subject_id": principal.subject_id,
         },
     }
 

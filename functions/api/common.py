@@ -35,6 +35,8 @@ def principal_from(context: dict[str, Any] | None) -> Principal | None:
         role=context["role"],
         key_id=context["key_id"],
         scopes=tuple(s for s in str(context.get("scopes", "")).split(",") if s),
+        subject_type=context.get("subject_type") or "key",
+        subject_id=context.get("subject_id") or "",
     )
 
 

@@ -39,6 +39,15 @@ class Principal:
     role: str
     key_id: str
     scopes: tuple[str, ...] = field(default_factory=tuple)
+    # Who the key speaks for, as ACLs, audit and erasure name it: a tenant key is its own subject
+    # (`key`, its id); a work API key names the user, agent or service it was minted for.
+    subject_type: str = "key"
+    subject_id: str = ""
+
+    @property
+    def actor(self) -> tuple[str, str]:
+        """(actor_type, actor_id): the one identity ACL entries, audit events and erasure match on."""
+        return self.subject_type, self.subject_id or self.key_id
 
     @property
     def is_anonymous(self) -> bool:
