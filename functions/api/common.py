@@ -35,7 +35,7 @@ def principal_from(context: dict[str, Any] | None) -> Principal | None:
         role=context["role"],
         key_id=context["key_id"],
         scopes=tuple(s for s in str(context.get("scopes", "")).split(",") if s),
-        subject_type=context.get("subject_type") or "key",
+        subject_type=context.get("subject_type") or "api_key",
         subject_id=context.get("subject_id") or "",
     )
 

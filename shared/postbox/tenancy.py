@@ -40,8 +40,8 @@ class Principal:
     key_id: str
     scopes: tuple[str, ...] = field(default_factory=tuple)
     # Who the key speaks for, as ACLs, audit and erasure name it: a tenant key is its own subject
-    # (`key`, its id); a work API key names the user, agent or service it was minted for.
-    subject_type: str = "key"
+    # (`api_key`, its id); a work API key names the user, agent or service it was minted for.
+    subject_type: str = "api_key"
     subject_id: str = ""
 
     @property

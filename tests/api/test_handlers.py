@@ -66,13 +66,13 @@ def test_authorizer_answers_with_the_principal_or_a_reason(tenant):
 
 
 def test_the_principal_names_its_actor(tenant):
-    """A tenant key is its own subject: the handler's principal names it as ("key", its id)."""
+    """A tenant key is its own subject: the handler's principal names it as ("api_key", its id), as publishes record their source."""
     from functions.api.common import principal_from
 
     clear_cache()
     context = authorize({"apikey": tenant.key})["context"]
     principal = principal_from(context)
-    assert principal.actor == ("key", principal.key_id) and principal.key_id == context["key_id"]
+    assert principal.actor == ("api_key", principal.key_id) and principal.key_id == context["key_id"]
     named = principal_from({**context, "subject_type": "agent", "subject_id": "billing-bot"})
     assert named.actor == ("agent", "billing-bot")
 
