@@ -66,7 +66,7 @@ def test_authorizer_answers_with_the_principal_or_a_reason(tenant):
 
 
 def test_the_principal_names_its_actor(tenant):
-    """A tenant key is its own subject: the handler's principal names it as ("api_key", its id), as publishes record their source."""
+    """A tenant key is its own subject: ("api_key", its id), as work publishes record their source."""
     from functions.api.common import principal_from
 
     clear_cache()
