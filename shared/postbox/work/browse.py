@@ -44,9 +44,10 @@ ORDER BY m.seq LIMIT %(n)s
 """
 
 
-def _check_scope(conn, tenant_id: str, scope_id: str) -> None:
+def _check_queue(conn, tenant_id: str, scope_id: str, queue_id: str) -> None:
+    """The scope and queue exist (else their 404); a read of `_events` materialises it first."""
     with db.domain_errors():
-        conn.execute("SELECT work_scope_of(%s, %s)", (tenant_id, scope_id))
+        conn.execute("SELECT work_queue_synced(%s, %s, %s)", (tenant_id, scope_id, queue_id))
 
 
 def list_messages(principal: Principal, scope_id: str, queue_id: str, state: str, limit: int = 50,
@@ -55,7 +56,7 @@ def list_messages(principal: Principal, scope_id: str, queue_id: str, state: str
     scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
     after = decode_cursor(cursor) or 0
     with db.transaction() as conn:
-        _check_scope(conn, tenant_id, scope_id)
+        _check_queue(conn, tenant_id, scope_id, queue_id)
         with db.domain_errors():
             query = _LIST_LIVE if state in LIVE_STATES else _LIST_ENDED
             rows = conn.execute(query, {"s": scope_id, "q": queue_id, "state": state, "after": int(after),
@@ -69,7 +70,7 @@ def get_message(principal: Principal, scope_id: str, queue_id: str, message_id: 
     scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
     message_id = parse_id(message_id, MESSAGE_NOT_FOUND)
     with db.transaction() as conn:
-        _check_scope(conn, tenant_id, scope_id)
+        _check_queue(conn, tenant_id, scope_id, queue_id)
         with db.domain_errors():
             row = conn.execute(_ONE, {"s": scope_id, "q": queue_id, "m": message_id}).fetchone()
     if row is None:
@@ -82,5 +83,6 @@ def correlation_chain(principal: Principal, scope_id: str, correlation_id: str) 
     tenant_id = require(principal, VIEW)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.connection() as conn, db.domain_errors():
+        conn.execute("SELECT work_scope_synced(%s, %s)", (tenant_id, scope_id))  # events carry the chain too
         rows = conn.execute(_CHAIN, {"t": tenant_id, "s": scope_id, "c": correlation_id, "n": CHAIN_LIMIT}).fetchall()
     return [r[0] for r in rows]

@@ -29,6 +29,8 @@ def publish(principal: Principal, scope_id: str, queue_id: str, message: dict[st
     if message.get("hitl_pattern") is not None:  # a pattern named: its spec, expanded, is the message's
         message = {**message, "hitl_spec": hitl.spec_for_publish(tenant_id, scope_id, message["hitl_pattern"])}
     message.pop("hitl_pattern", None)
+    # The message's source is the caller's actor (a work API key's subject, or the tenant key itself).
+    message["source_type"], message["source_id"] = principal.actor
     schema_id = schemas.believed(queue_id)
     for attempt in range(3):
         schema_id = schemas.checked(queue_id, schema_id, message.get("body"))
@@ -52,9 +54,9 @@ def claim(principal: Principal, scope_id: str, queue_id: str, batch_size: int,
     tenant_id = require(principal, CONSUME)
     scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
     with db.connection() as conn, db.domain_errors():
-        return conn.execute("SELECT work_claim(%s, %s, %s, %s, %s, %s)",
+        return conn.execute("SELECT work_claim(%s, %s, %s, %s, %s, %s, %s, %s)",
                             (tenant_id, scope_id, queue_id, batch_size, visibility_timeout_s,
-                             principal.key_id)).fetchone()[0]
+                             principal.key_id, *principal.actor)).fetchone()[0]
 
 
 def finish(principal: Principal, scope_id: str, message_id: str, action: str, item: dict[str, Any]) -> dict:
@@ -64,11 +66,11 @@ def finish(principal: Principal, scope_id: str, message_id: str, action: str, it
     item = {**item, "id": parse_id(message_id, MESSAGE_NOT_FOUND)}
     if action == "complete":  # the response must fit the message's HITL spec, if it has one
         with db.connection() as conn, db.domain_errors(), hitl.response_errors():
-            return conn.execute("SELECT work_complete_checked(%s, %s, %s::jsonb)",
-                                (tenant_id, scope_id, as_json(item))).fetchone()[0]
+            return conn.execute("SELECT work_complete_checked(%s, %s, %s::jsonb, %s, %s)",
+                                (tenant_id, scope_id, as_json(item), *principal.actor)).fetchone()[0]
     with db.connection() as conn, db.domain_errors():
-        return conn.execute("SELECT work_finish(%s, %s, %s, %s::jsonb)",
-                            (tenant_id, scope_id, action, as_json(item))).fetchone()[0]
+        return conn.execute("SELECT work_finish(%s, %s, %s, %s::jsonb, %s, %s)",
+                            (tenant_id, scope_id, action, as_json(item), *principal.actor)).fetchone()[0]
 
 
 def finish_batch(principal: Principal, scope_id: str, action: str, items: list[dict[str, Any]]) -> list[dict]:
@@ -79,10 +81,10 @@ def finish_batch(principal: Principal, scope_id: str, action: str, items: list[d
     ids = [_uuid_or_none(item.get("id")) for item in items]
     with db.connection() as conn, db.domain_errors():
         if action == "complete":  # responses checked against the messages' HITL specs
-            return conn.execute("SELECT work_complete_batch_checked(%s, %s, %s::jsonb, %s::uuid[])",
-                                (tenant_id, scope_id, as_json(items), ids)).fetchone()[0]
-        return conn.execute("SELECT work_finish_batch(%s, %s, %s, %s::jsonb, %s::uuid[])",
-                            (tenant_id, scope_id, action, as_json(items), ids)).fetchone()[0]
+            return conn.execute("SELECT work_complete_batch_checked(%s, %s, %s::jsonb, %s::uuid[], %s, %s)",
+                                (tenant_id, scope_id, as_json(items), ids, *principal.actor)).fetchone()[0]
+        return conn.execute("SELECT work_finish_batch(%s, %s, %s, %s::jsonb, %s::uuid[], %s, %s)",
+                            (tenant_id, scope_id, action, as_json(items), ids, *principal.actor)).fetchone()[0]
 
 
 def _uuid_or_none(value: Any) -> uuid.UUID | None:

@@ -31,6 +31,7 @@ TIMEOUT_S = 10
 CLAIM_S = 60  # a claimed delivery's hold while it is being posted
 SUBSCRIPTIONS_PER_RUN = 100
 PARALLEL = 8
+ACTOR = ("system", "work-push-delivery")  # who the audit log names for what the agent does
 
 
 def signature(secret: str, timestamp: int, body: bytes) -> str:
@@ -87,10 +88,10 @@ def _finish(conn: psycopg.Connection, sub: tuple, delivery: dict[str, Any], fail
     item = {"id": delivery["id"], "claim_token": delivery["claim_token"]}
     action = "complete" if failure is None else "fail"
     try:
-        conn.execute("SELECT work_delivery_finish(%s, %s, %s, %s, %s::jsonb)",
+        conn.execute("SELECT work_delivery_finish(%s, %s, %s, %s, %s::jsonb, %s, %s)",
                      (tenant_id, scope_id, sub_id, action,
                       jsoncodec.dumps({**item, "response": {"pushed": True}} if failure is None
-                                      else {**item, "reason": failure}).decode()))
+                                      else {**item, "reason": failure}).decode(), *ACTOR))
     except psycopg.Error as e:
         if failure is None and e.sqlstate == "PB422":  # a reviewed message: a push is no decision
             _finish(conn, sub, delivery, "push: accepted, but a reviewed message needs a decision response")
@@ -109,8 +110,8 @@ def deliver(budget_s: float = 45.0) -> int:
                 break
             sub_id, tenant_id, scope_id, url, secret, in_flight = sub
             with db.connection() as conn:
-                claimed = conn.execute("SELECT work_delivery_claim(%s, %s, %s, %s, %s)",
-                                       (tenant_id, scope_id, sub_id, in_flight, CLAIM_S)).fetchone()[0]
+                claimed = conn.execute("SELECT work_delivery_claim(%s, %s, %s, %s, %s, %s, %s)",
+                                       (tenant_id, scope_id, sub_id, in_flight, CLAIM_S, *ACTOR)).fetchone()[0]
             failures = list(pool.map(lambda d, u=url, k=secret: post(u, k, d), claimed))
             with db.connection() as conn:
                 for delivery, failure in zip(claimed, failures, strict=True):

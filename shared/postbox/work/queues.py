@@ -124,6 +124,8 @@ def stats(principal: Principal, scope_id: str, queue_id: str) -> dict[str, Any]:
     tenant_id = require(principal, VIEW)
     with db.connection() as conn:
         row = _row(conn, tenant_id, *_ids(scope_id, queue_id))
+        if row[6] and row[3] == "_events":  # materialised from the journal when read
+            conn.execute("SELECT work_events_sync(%s)", (row[2],))
         found = conn.execute(_DEPTHS, ([row[0]],)).fetchone()
     pending, claimed, published, completed, dead = found[1:] if found else (0, 0, 0, 0, 0)
     return {

@@ -161,8 +161,9 @@ def claim(principal: Principal, scope_id: str, sub_id: str, batch_size: int,
     tenant_id = require(principal, CONSUME)
     scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), _sub_id(sub_id)
     with db.connection() as conn, db.domain_errors():
-        return conn.execute("SELECT work_delivery_claim(%s, %s, %s, %s, %s)",
-                            (tenant_id, scope_id, sub_id, batch_size, visibility_timeout_s)).fetchone()[0]
+        return conn.execute("SELECT work_delivery_claim(%s, %s, %s, %s, %s, %s, %s)",
+                            (tenant_id, scope_id, sub_id, batch_size, visibility_timeout_s,
+                             *principal.actor)).fetchone()[0]
 
 
 def finish(principal: Principal, scope_id: str, sub_id: str, message_id: str, action: str,
@@ -172,8 +173,8 @@ def finish(principal: Principal, scope_id: str, sub_id: str, message_id: str, ac
     scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), _sub_id(sub_id)
     item = {**item, "id": parse_id(message_id, MESSAGE_NOT_FOUND)}
     with db.connection() as conn, db.domain_errors(), hitl.response_errors():
-        return conn.execute("SELECT work_delivery_finish(%s, %s, %s, %s, %s::jsonb)",
-                            (tenant_id, scope_id, sub_id, action, as_json(item))).fetchone()[0]
+        return conn.execute("SELECT work_delivery_finish(%s, %s, %s, %s, %s::jsonb, %s, %s)",
+                            (tenant_id, scope_id, sub_id, action, as_json(item), *principal.actor)).fetchone()[0]
 
 
 def processed(principal: Principal, sub_id: str, message_ids: list[str]) -> dict[str, bool]:
