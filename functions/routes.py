@@ -196,6 +196,9 @@ ROUTES: tuple[Route, ...] = tuple(
         ("GET", WORK + "/scopes/{scope_id}/streams/{stream_id}"),
         ("POST", WORK + "/scopes/{scope_id}/streams/{stream_id}/cancel"),
         ("GET", WORK + "/scopes/{scope_id}/streams/{stream_id}/assembled"),
+        ("GET", WORK + "/scopes/{scope_id}/audit"),
+        ("GET", WORK + "/scopes/{scope_id}/audit/trace/{correlation_id}"),
+        ("GET", WORK + "/scopes/{scope_id}/audit/stats"),
     )
     # (each surface adds its own `+ _rows("<function>", ...)` block above this line)
 )

@@ -21,6 +21,7 @@ import psycopg
 from .. import db
 from ..errors import Conflict, NotFound, Unprocessable
 from ..tenancy import Principal, require
+from . import audit
 from .common import MANAGE, SCOPE_NOT_FOUND, SLUG_CONFLICT, VIEW, as_json, parse_id
 
 PATTERN_NOT_FOUND = "SCAIQUEUE_HITL_PATTERN_NOT_FOUND"
@@ -106,6 +107,9 @@ def register(principal: Principal, scope_id: str, fields: dict[str, Any]) -> dic
             f" VALUES (%s, %s, %s, %s::jsonb, %s::jsonb) ON CONFLICT (scope_id, name, version) DO NOTHING"
             f" RETURNING {_DOC}",
             (scope_id, fields["name"], fields["version"], as_json(fields["spec"]), as_json(parameters))).fetchone()
+        if row is not None:
+            audit.record(conn, principal, "scaiqueue.hitl_pattern.registered", "hitl_pattern", row[0]["id"],
+                         scope_id=scope_id, details={"name": fields["name"], "version": fields["version"]})
     if row is None:
         raise Conflict(f"Pattern {fields['name']} version {fields['version']} already exists in this scope.",
                        code=SLUG_CONFLICT)

@@ -13,6 +13,7 @@ import psycopg
 from .. import db
 from ..errors import Conflict
 from ..tenancy import Principal, require
+from . import audit
 from .common import (
     INVALID_TRANSITION,
     MANAGE,
@@ -98,6 +99,8 @@ def create_queue(principal: Principal, scope_id: str, fields: dict[str, Any]) ->
         ).fetchone()
         if row is None:
             raise Conflict(f"A queue with slug {fields['slug']!r} already exists in this scope.", code=SLUG_CONFLICT)
+        audit.record(conn, principal, "scaiqueue.queue.created", "queue", row[1], scope_id=scope_id,
+                     details={"slug": fields["slug"]})
         return _doc(row)
 
 
@@ -144,6 +147,8 @@ def set_paused(principal: Principal, scope_id: str, queue_id: str, paused: bool)
             f"UPDATE work_queues q SET state = %s, updated_at = clock_timestamp() WHERE q.id = %s RETURNING {_COLUMNS}",
             ("paused" if paused else "active", row[0]),
         ).fetchone()
+        audit.record(conn, principal, "scaiqueue.queue." + ("paused" if paused else "resumed"), "queue", row[1],
+                     scope_id=str(row[2]))
         return _doc(updated)
 
 
@@ -164,3 +169,5 @@ def delete_queue(principal: Principal, scope_id: str, queue_id: str) -> None:
                            depth_current=int(found[1] + found[2]))
         conn.execute("DELETE FROM work_messages WHERE queue_id = %s", (row[0],))
         conn.execute("DELETE FROM work_queues WHERE id = %s", (row[0],))
+        audit.record(conn, principal, "scaiqueue.queue.deleted", "queue", row[1], scope_id=str(row[2]),
+                     details={"slug": row[3]})

@@ -15,6 +15,7 @@ import psycopg
 from .. import db
 from ..errors import NotFound, Unprocessable
 from ..tenancy import Principal, require
+from . import audit
 from .common import MANAGE, SCOPE_NOT_FOUND, VIEW, as_json, parse_id
 
 RULE_NOT_FOUND = "SCAIQUEUE_RULE_NOT_FOUND"
@@ -92,6 +93,8 @@ def create_rule(principal: Principal, scope_id: str, fields: dict[str, Any]) -> 
         values = ", ".join(f"%({k})s" + ("::jsonb" if k in ("conditions", "action") else "") for k in cols)
         rule_id = conn.execute(f"INSERT INTO work_routing_rules (scope_id, {names}) VALUES (%(scope)s, {values})"
                                " RETURNING id", {"scope": scope_id, **cols}).fetchone()[0]
+        audit.record(conn, principal, "scaiqueue.routing_rule.created", "routing_rule", rule_id, scope_id=scope_id,
+                     details={"name": fields.get("name")})
         return _one(conn, scope_id, str(rule_id))
 
 
@@ -143,6 +146,10 @@ def update_rule(principal: Principal, scope_id: str, rule_id: str, fields: dict[
         ).fetchone()
         if found is None:
             raise _rule_missing()
+        action = {True: "enabled", False: "disabled"}.get(fields.get("enabled")) if list(fields) == ["enabled"] \
+            else "updated"
+        audit.record(conn, principal, "scaiqueue.routing_rule." + action, "routing_rule", rule_id, scope_id=scope_id,
+                     details={"fields": sorted(fields)})
         return _one(conn, scope_id, rule_id)
 
 
@@ -154,6 +161,7 @@ def delete_rule(principal: Principal, scope_id: str, rule_id: str) -> None:
         if conn.execute("DELETE FROM work_routing_rules WHERE id = %s AND scope_id = %s RETURNING id",
                         (rule_id, scope_id)).fetchone() is None:
             raise _rule_missing()
+        audit.record(conn, principal, "scaiqueue.routing_rule.deleted", "routing_rule", rule_id, scope_id=scope_id)
 
 
 def dry_run(principal: Principal, scope_id: str, trigger: str, message: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from jsonschema.exceptions import SchemaError
 from .. import db
 from ..errors import Conflict, NotFound, Unprocessable
 from ..tenancy import Principal, require
+from . import audit
 from .common import MANAGE, QUEUE_NOT_FOUND, SCOPE_NOT_FOUND, SLUG_CONFLICT, VIEW, as_json, parse_id
 
 SCHEMA_NOT_FOUND = "SCAIQUEUE_SCHEMA_NOT_FOUND"
@@ -71,6 +72,9 @@ def register(principal: Principal, scope_id: str, name: str, version: str, schem
             f"INSERT INTO work_schemas AS x (scope_id, name, version, schema) VALUES (%s, %s, %s, %s::jsonb)"
             f" ON CONFLICT (scope_id, name, version) DO NOTHING RETURNING {_DOC}",
             (scope_id, name, version, as_json(schema))).fetchone()
+        if row is not None:
+            audit.record(conn, principal, "scaiqueue.schema.registered", "schema", row[0]["id"], scope_id=scope_id,
+                         details={"name": name, "version": version})
     if row is None:
         raise Conflict(f"Schema {name} version {version} already exists in this scope.", code=SLUG_CONFLICT)
     return row[0]
@@ -117,7 +121,10 @@ def deprecate(principal: Principal, scope_id: str, name: str, version: str) -> d
         _scope(conn, tenant_id, scope_id)
         conn.execute("UPDATE work_schemas SET deprecated = true, updated_at = clock_timestamp()"
                      " WHERE scope_id = %s AND name = %s AND version = %s", (scope_id, name, version))
-        return _one(conn, scope_id, name, version)
+        found = _one(conn, scope_id, name, version)
+        audit.record(conn, principal, "scaiqueue.schema.deprecated", "schema", found["id"], scope_id=scope_id,
+                     details={"name": name, "version": version})
+        return found
 
 
 def bind_queue(principal: Principal, scope_id: str, queue_id: str, name: str | None,
@@ -139,6 +146,8 @@ def bind_queue(principal: Principal, scope_id: str, queue_id: str, name: str | N
         if row is None:
             with db.domain_errors():
                 conn.execute("SELECT work_queue_of(%s, %s)", (scope_id, queue_id))
+        audit.record(conn, principal, "scaiqueue.queue.schema_set", "queue", queue_id, scope_id=scope_id,
+                     details={"name": name, "version": version if found else None})
     learn(queue_id, found["id"] if found else None)
     return {"queue_id": queue_id, "schema": {"name": name, "version": version} if found else None}
 

@@ -13,6 +13,7 @@ import psycopg
 from .. import db
 from ..errors import Conflict
 from ..tenancy import Principal, require
+from . import audit
 from .common import (
     INVALID_TRANSITION,
     MANAGE,
@@ -96,6 +97,7 @@ def create_scope(principal: Principal, fields: dict[str, Any]) -> dict[str, Any]
         if row is None:
             raise Conflict(f"A scope with slug {fields['slug']!r} already exists.", code=SLUG_CONFLICT)
         conn.execute(_SYSTEM, {"s": row[0], "t": tenant_id, "names": list(SYSTEM_QUEUES)})
+        audit.record(conn, principal, "scaiqueue.scope.created", "scope", row[0], details={"slug": fields["slug"]})
         return _fetch(conn, tenant_id, str(row[0]))
 
 
@@ -133,6 +135,8 @@ def transition(principal: Principal, scope_id: str, action: str) -> dict[str, An
                            state=state[0], action=action)
         conn.execute("UPDATE work_scopes SET state = %s, updated_at = clock_timestamp() WHERE id = %s",
                      (target, scope_id))
+        audit.record(conn, principal, f"scaiqueue.scope.{action}d" if action.endswith("e") else
+                     f"scaiqueue.scope.{action}ed", "scope", scope_id, details={"from": state[0], "to": target})
         return _fetch(conn, tenant_id, scope_id)
 
 
@@ -149,3 +153,4 @@ def delete_scope(principal: Principal, scope_id: str) -> None:
             raise Conflict("Archive the scope before deleting it.", code=INVALID_TRANSITION, state=state[0])
         conn.execute("DELETE FROM work_messages WHERE scope_id = %s", (scope_id,))
         conn.execute("DELETE FROM work_scopes WHERE id = %s", (scope_id,))
+        audit.record(conn, principal, "scaiqueue.scope.deleted", "scope", scope_id)

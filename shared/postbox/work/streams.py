@@ -16,6 +16,7 @@ import psycopg
 from .. import db
 from ..errors import Conflict, NotFound
 from ..tenancy import Principal, require
+from . import audit
 from .common import INVALID_TRANSITION, MANAGE, SCOPE_NOT_FOUND, VIEW, decode_cursor, page, parse_id
 
 STREAM_NOT_FOUND = "SCAIQUEUE_STREAM_NOT_FOUND"
@@ -98,6 +99,7 @@ def cancel(principal: Principal, scope_id: str, key: str) -> dict[str, Any]:
                            code=INVALID_TRANSITION)
         conn.execute("UPDATE work_streams SET state = 'cancelled', ended_at = clock_timestamp(),"
                      " updated_at = clock_timestamp() WHERE id = %s", (ident,))
+        audit.record(conn, principal, "scaiqueue.stream.cancelled", "stream", key, scope_id=scope_id)
         return _row(conn, scope_id, key)[1]
 
 

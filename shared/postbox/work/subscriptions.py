@@ -18,7 +18,7 @@ import psycopg
 from .. import db
 from ..errors import NotFound, Unprocessable
 from ..tenancy import Principal, require
-from . import hitl
+from . import audit, hitl
 from .common import CONSUME, MANAGE, MESSAGE_NOT_FOUND, SCOPE_NOT_FOUND, VIEW, as_json, parse_id
 
 SUBSCRIPTION_NOT_FOUND = "SCAIQUEUE_SUBSCRIPTION_NOT_FOUND"
@@ -94,6 +94,8 @@ def create(principal: Principal, scope_id: str, fields: dict[str, Any]) -> dict[
             (scope_id, tenant_id, queue[0], fields["subscriber_type"], fields["subscriber_id"],
              as_json(fields.get("filter")), fields.get("delivery_mode", "pull"), fields.get("auto_claim", False),
              fields.get("max_in_flight", 100), fields.get("push_url"), secret)).fetchone()[0]
+        audit.record(conn, principal, "scaiqueue.subscription.created", "subscription", sub_id, scope_id=scope_id,
+                     details={"subscriber_type": fields["subscriber_type"], "subscriber_id": fields["subscriber_id"]})
         return _one(conn, scope_id, str(sub_id)) | ({"push_secret": secret} if secret else {})
 
 
@@ -138,6 +140,10 @@ def update(principal: Principal, scope_id: str, sub_id: str, fields: dict[str, A
         sets = "".join(f"{k} = %({k})s{'::jsonb' if k == 'filter' else ''}, " for k in cols)
         conn.execute(f"UPDATE work_subscriptions SET {sets}updated_at = clock_timestamp() WHERE id = %(id)s",
                      {"id": sub_id, **cols})
+        action = {"paused": "paused", "active": "resumed"}.get(fields.get("state")) if list(fields) == ["state"] \
+            else "updated"
+        audit.record(conn, principal, "scaiqueue.subscription." + action, "subscription", sub_id, scope_id=scope_id,
+                     details={"fields": sorted(fields)})
         return _one(conn, scope_id, sub_id) | ({"push_secret": secret} if secret else {})
 
 
@@ -153,6 +159,7 @@ def delete(principal: Principal, scope_id: str, sub_id: str) -> None:
                         (sub_id, scope_id)).fetchone() is None:
             raise _missing()
         conn.execute("SELECT work_settle(%s::uuid[])", ([r[0] for r in ids],))
+        audit.record(conn, principal, "scaiqueue.subscription.deleted", "subscription", sub_id, scope_id=scope_id)
 
 
 def claim(principal: Principal, scope_id: str, sub_id: str, batch_size: int,

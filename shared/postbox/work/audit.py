@@ -1,0 +1,114 @@
+"""The audit log of a scope: the work journal read as audit events.
+
+Every moment of a message's life is journalled by the SQL that makes it (one row, in the same
+transaction: the journal is the message-level audit trail and the source of `_events`); every
+management change writes its row through `record`, inside the change's own transaction, so a
+refused or rolled-back change leaves no audit event behind.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from .. import db
+from ..tenancy import Principal, require
+from .common import SCOPE_NOT_FOUND, VIEW, as_json, decode_cursor, page, parse_id
+
+TRACE_LIMIT = 1000
+SYSTEM_ACTOR = ("system", "postbox")
+
+_RECORD = """
+INSERT INTO work_journal (scope_id, tenant_id, event_type, resource_type, resource_id, correlation_id,
+                          actor_type, actor_id, outcome, payload)
+VALUES (%(scope)s, %(tenant)s, %(action)s, %(rtype)s, %(rid)s, %(corr)s, %(atype)s, %(aid)s, %(outcome)s,
+        %(details)s::jsonb)
+"""
+
+_DOC = """jsonb_build_object(
+    'id', j.seq::text, 'event_type', j.event_type, 'scope_id', j.scope_id,
+    'actor_type', j.actor_type, 'actor_id', j.actor_id,
+    'resource_type', j.resource_type, 'resource_id', coalesce(j.resource_id, j.message_id::text),
+    'correlation_id', j.correlation_id, 'outcome', j.outcome,
+    'queue_id', (SELECT q.queue_id FROM work_queues q WHERE q.id = j.queue_id),
+    'attempts', j.attempts, 'details', j.payload, 'timestamp', j.at)"""
+
+_QUERY = f"""
+SELECT j.seq, {_DOC} FROM work_journal j
+WHERE j.scope_id = (SELECT work_scope_of(%(t)s, %(s)s)).id
+  AND (%(event_type)s::text IS NULL OR j.event_type = %(event_type)s)
+  AND (%(actor_id)s::text IS NULL OR j.actor_id = %(actor_id)s)
+  AND (%(resource_type)s::text IS NULL OR j.resource_type = %(resource_type)s)
+  AND (%(correlation_id)s::text IS NULL OR j.correlation_id = %(correlation_id)s)
+  AND (%(before)s::bigint IS NULL OR j.seq < %(before)s)
+ORDER BY j.seq DESC LIMIT %(n)s
+"""
+
+_TRACE = f"""
+SELECT {_DOC} FROM work_journal j
+WHERE j.scope_id = (SELECT work_scope_of(%(t)s, %(s)s)).id AND j.correlation_id = %(c)s
+ORDER BY j.seq LIMIT %(n)s
+"""
+
+_STATS = """
+SELECT coalesce(jsonb_object_agg(x.event_type, x.n), '{}') FROM (
+    SELECT j.event_type, count(*) AS n FROM work_journal j
+    WHERE j.scope_id = (SELECT work_scope_of(%(t)s, %(s)s)).id GROUP BY j.event_type
+) x
+"""
+
+
+def record(conn: psycopg.Connection, principal: Principal | None, action: str, resource_type: str,
+           resource_id: Any, correlation_id: str | None = None, outcome: str = "success",
+           details: dict[str, Any] | None = None, *, scope_id: str | None = None) -> None:
+    """One audit event for a management change, written on `conn` inside the change's transaction.
+
+    `action` is the event type (`scaiqueue.queue.created`, ...); the actor is the principal's
+    (`principal.actor`), the system's when there is none. The scope is `scope_id`, or the resource
+    itself when it is a scope; a tenant-level change (API keys) has none.
+    """
+    if scope_id is None and resource_type == "scope":
+        scope_id = str(resource_id)
+    actor_type, actor_id = principal.actor if principal is not None else SYSTEM_ACTOR
+    tenant_id = principal.tenant_id if principal is not None else None
+    if tenant_id is None:  # a system change: the scope's tenant
+        tenant_id = conn.execute("SELECT tenant_id FROM work_scopes WHERE id = %s", (scope_id,)).fetchone()[0]
+    conn.execute(_RECORD, {
+        "scope": scope_id, "tenant": tenant_id, "action": action, "rtype": resource_type,
+        "rid": None if resource_id is None else str(resource_id), "corr": correlation_id, "atype": actor_type,
+        "aid": actor_id, "outcome": outcome, "details": None if details is None else as_json(details),
+    })
+
+
+def query(principal: Principal, scope_id: str, *, event_type: str | None = None, actor_id: str | None = None,
+          resource_type: str | None = None, correlation_id: str | None = None, limit: int = 50,
+          cursor: str | None = None) -> tuple[list[dict], str | None]:
+    """A page of the scope's audit events, newest first, filtered; the cursor names the next page."""
+    tenant_id = require(principal, VIEW)
+    scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
+    before = decode_cursor(cursor)
+    with db.connection() as conn, db.domain_errors():
+        rows = conn.execute(_QUERY, {
+            "t": tenant_id, "s": scope_id, "event_type": event_type, "actor_id": actor_id,
+            "resource_type": resource_type, "correlation_id": correlation_id,
+            "before": None if before is None else int(before), "n": limit + 1}).fetchall()
+    rows, nxt = page(rows, limit, lambda r: r[0])
+    return [r[1] for r in rows], nxt
+
+
+def trace(principal: Principal, scope_id: str, correlation_id: str) -> list[dict[str, Any]]:
+    """Every audit event of a correlation chain, oldest first (at most TRACE_LIMIT)."""
+    tenant_id = require(principal, VIEW)
+    scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
+    with db.connection() as conn, db.domain_errors():
+        rows = conn.execute(_TRACE, {"t": tenant_id, "s": scope_id, "c": correlation_id, "n": TRACE_LIMIT}).fetchall()
+    return [r[0] for r in rows]
+
+
+def stats(principal: Principal, scope_id: str) -> dict[str, int]:
+    """{event_type: count} over the scope's retained audit log."""
+    tenant_id = require(principal, VIEW)
+    scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
+    with db.connection() as conn, db.domain_errors():
+        return conn.execute(_STATS, {"t": tenant_id, "s": scope_id}).fetchone()[0]
