@@ -525,6 +525,14 @@ BEGIN
     RETURN work_finish(p_tenant, p_scope, 'complete', p_item, p_actor_type, p_actor_id);
 END $$;
 
+-- Each batch item's id as a uuid, in order (NULL where it is not one: that item answers not found),
+-- read in SQL so the caller need not parse and send them (p_ids NULL).
+CREATE FUNCTION work_item_ids(p_items jsonb) RETURNS uuid[] LANGUAGE sql IMMUTABLE AS $$
+    SELECT coalesce(array_agg(CASE WHEN x.e->>'id' ~* '^\{?[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}\}?$'
+                                   THEN (x.e->>'id')::uuid END ORDER BY x.ord), '{}')
+    FROM jsonb_array_elements(p_items) WITH ORDINALITY AS x(e, ord)
+$$;
+
 -- The batch extension's complete, fail and release, as in 0017, journalled set-based with the
 -- caller's actor: one insert of narrow journal rows where 0013 inserted a full event message per
 -- completion into `_events`.
@@ -548,6 +556,7 @@ DECLARE
     r record;
 BEGIN
     s := work_scope_of(p_tenant, p_scope);
+    p_ids := coalesce(p_ids, work_item_ids(p_items));
     IF p_action NOT IN ('complete', 'fail', 'release') THEN
         RAISE EXCEPTION USING ERRCODE = 'PB400', DETAIL = 'VALIDATION_ERROR', MESSAGE = 'Unknown batch action.';
     END IF;
@@ -665,8 +674,15 @@ BEGIN
         END LOOP;
     END IF;
 
-    -- The answers, in order: each id acts once (its first mention); why the others did not (the
-    -- message is looked up only for those).
+    -- The answers, in order. When every item acted (so no id was named twice), each is
+    -- {id, ok: true, state}, built as text: a fifth of the cost of the general answer below.
+    IF cardinality(v_ok) = cardinality(p_ids) AND cardinality(v_dead) = 0 AND cardinality(p_ids) > 0 THEN
+        RETURN (SELECT ('[' || string_agg('{"id": "' || u.id || '", "ok": true, "state": "' || v_state || '"}', ', '
+                                          ORDER BY u.n) || ']')::jsonb
+                FROM unnest(p_ids) WITH ORDINALITY u(id, n));
+    END IF;
+    -- Each id acts once (its first mention); why the others did not (the message is looked up
+    -- only for those).
     SELECT jsonb_agg(CASE
                WHEN ok.id IS NOT NULL THEN jsonb_build_object('id', a.id, 'ok', true, 'state', v_state)
                WHEN dl.id IS NOT NULL THEN jsonb_build_object('id', a.id, 'ok', true, 'state', 'dead_lettered')
@@ -698,6 +714,7 @@ DECLARE
     v_keep_ids uuid[];
     v_done jsonb := '[]';
 BEGIN
+    p_ids := coalesce(p_ids, work_item_ids(p_items));
     SELECT jsonb_object_agg(b.n::text, b.errs) INTO v_bad FROM (
         SELECT i.n, work_hitl_errors(m.hitl_spec, coalesce(i.e->'response', '{}')) AS errs
         FROM jsonb_array_elements(p_items) WITH ORDINALITY AS i(e, n)

@@ -9,7 +9,6 @@ message, the old token no longer matches and the late consumer gets SCAIQUEUE_NO
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from .. import db
@@ -78,18 +77,10 @@ def finish_batch(principal: Principal, scope_id: str, action: str, items: list[d
     {id, ok, state} or {id, ok: false, error: {code, message}}; one refused item spoils none of the others."""
     tenant_id = require(principal, ACTIONS[action])
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
-    ids = [_uuid_or_none(item.get("id")) for item in items]
+    # The items' ids are read as UUIDs in SQL (work_item_ids): one that is not names no message.
     with db.connection() as conn, db.domain_errors():
         if action == "complete":  # responses checked against the messages' HITL specs
-            return conn.execute("SELECT work_complete_batch_checked(%s, %s, %s::jsonb, %s::uuid[], %s, %s)",
-                                (tenant_id, scope_id, as_json(items), ids, *principal.actor)).fetchone()[0]
-        return conn.execute("SELECT work_finish_batch(%s, %s, %s, %s::jsonb, %s::uuid[], %s, %s)",
-                            (tenant_id, scope_id, action, as_json(items), ids, *principal.actor)).fetchone()[0]
-
-
-def _uuid_or_none(value: Any) -> uuid.UUID | None:
-    """An item's id as a UUID; one that is not names no message (its item answers not found)."""
-    try:
-        return uuid.UUID(str(value))
-    except ValueError:
-        return None
+            return conn.execute("SELECT work_complete_batch_checked(%s, %s, %s::jsonb, NULL, %s, %s)",
+                                (tenant_id, scope_id, as_json(items), *principal.actor)).fetchone()[0]
+        return conn.execute("SELECT work_finish_batch(%s, %s, %s, %s::jsonb, NULL, %s, %s)",
+                            (tenant_id, scope_id, action, as_json(items), *principal.actor)).fetchone()[0]
