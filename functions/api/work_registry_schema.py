@@ -16,7 +16,7 @@ from functions.api.work_schema import Priority, Text, Tier, _Strict
 
 # ---- routing rules ------------------------------------------------------------------------------
 
-RuleTrigger = Literal["message_published"]
+RuleTrigger = Literal["message_published", "message_completed", "message_failed", "message_dead_lettered"]
 Op = Literal["eq", "ne", "in", "not_in", "gt", "gte", "lt", "lte", "exists", "not_exists"]
 FIELD = r"^(type|content_type|correlation_id|queue|priority\.(tier|score)|labels\.[^.]+|body(\.[^.]+)*)$"
 _NEEDS_LIST = {"in", "not_in"}

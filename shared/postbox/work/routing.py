@@ -19,7 +19,9 @@ from . import audit
 from .common import MANAGE, SCOPE_NOT_FOUND, VIEW, as_json, parse_id
 
 RULE_NOT_FOUND = "SCAIQUEUE_RULE_NOT_FOUND"
-TRIGGERS = ("message_published",)
+TRIGGERS = ("message_published", "message_completed", "message_failed", "message_dead_lettered")
+# A message at a lifecycle moment cannot move: rules on those triggers act by publishing a child.
+CHILD_ACTIONS = ("route", "copy")
 
 _DOC = """jsonb_build_object(
     'id', r.id, 'scope_id', r.scope_id, 'name', r.name, 'description', r.description, 'priority', r.priority,
@@ -95,7 +97,7 @@ def create_rule(principal: Principal, scope_id: str, fields: dict[str, Any]) -> 
                                " RETURNING id", {"scope": scope_id, **cols}).fetchone()[0]
         audit.record(conn, principal, "scaiqueue.routing_rule.created", "routing_rule", rule_id, scope_id=scope_id,
                      details={"name": fields.get("name")})
-        return _one(conn, scope_id, str(rule_id))
+        return _fits_trigger(_one(conn, scope_id, str(rule_id)))
 
 
 def _one(conn: psycopg.Connection, scope_id: str, rule_id: str) -> dict[str, Any]:
@@ -104,6 +106,14 @@ def _one(conn: psycopg.Connection, scope_id: str, rule_id: str) -> dict[str, Any
     if row is None:
         raise _rule_missing()
     return row[0]
+
+
+def _fits_trigger(rule: dict[str, Any]) -> dict[str, Any]:
+    """A rule on a lifecycle trigger publishes a child: its action must be route or copy."""
+    if rule["trigger"] != "message_published" and rule["action"]["type"] not in CHILD_ACTIONS:
+        raise Unprocessable(f"A {rule['trigger']} rule acts by publishing a child: its action is route or copy.",
+                            fields=[{"field": "action.type", "message": "route or copy on this trigger"}])
+    return rule
 
 
 def _rule_id(rule_id: str) -> str:
@@ -150,7 +160,7 @@ def update_rule(principal: Principal, scope_id: str, rule_id: str, fields: dict[
             else "updated"
         audit.record(conn, principal, "scaiqueue.routing_rule." + action, "routing_rule", rule_id, scope_id=scope_id,
                      details={"fields": sorted(fields)})
-        return _one(conn, scope_id, rule_id)
+        return _fits_trigger(_one(conn, scope_id, rule_id))
 
 
 def delete_rule(principal: Principal, scope_id: str, rule_id: str) -> None:
