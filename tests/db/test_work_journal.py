@@ -124,3 +124,21 @@ def test_the_agents_moments_are_journalled_by_the_system(tenant):
     assert trail("t") == [("scaiqueue.message.released", "system", "work-visibility-timeout")]
     assert trail("d") == [("scaiqueue.message.dead_lettered", "system", "scaiqueue")]
     assert [e["type"] for e in _events(p, s)] == ["scaiqueue.message.dead_lettered"]
+
+
+def test_the_archiver_keeps_90_days_of_journal_and_loses_no_event(tenant):
+    p = tenant.principal
+    s = scopes.create_scope(p, {"slug": "old"})
+    q = queues.create_queue(p, s["id"], {"slug": "jobs"})
+    kept, _ = messages.publish(p, s["id"], q["id"], {"body": 1})
+    old, _ = messages.publish(p, s["id"], q["id"], {"body": 2})
+    [m] = messages.claim(p, s["id"], q["id"], 1, None)
+    messages.finish(p, s["id"], m["id"], "complete", {})  # an event not yet brought into `_events`
+    with db.connection() as conn:  # everything but the first publish is 91 days old
+        conn.execute("UPDATE work_journal SET at = at - interval '91 days' WHERE scope_id = %s AND NOT"
+                     " (event_type = 'scaiqueue.message.published' AND message_id = %s)", (s["id"], kept["id"]))
+    sweeps.archive()
+    left = audit.query(p, s["id"], limit=200)[0]
+    assert [(e["event_type"], e["resource_id"]) for e in left] == [("scaiqueue.message.published", kept["id"])]
+    [event] = _events(p, s)  # brought in before its journal row went
+    assert event["type"] == "scaiqueue.message.completed" and event["body"]["payload"]["message_id"] == m["id"]
