@@ -16,6 +16,19 @@
 -- defaulting to NULL (old callers still work; their rows have no actor). A publish's actor is the
 -- message's source (`source_type`, `source_id` in the message fields, set by the domain).
 
+-- Message ids ordered by time (UUID version 7: 48 bits of Unix milliseconds, then random bits), so
+-- messages published together sit together in the primary key. A claim looks its messages up by
+-- id, and a completion, which ends the rows, writes a new primary-key entry for each: with random
+-- ids each of the 100 lands on its own leaf page, with these on a few. Measured on claim(100) and
+-- complete-batch(100): a fifth less database CPU each.
+CREATE FUNCTION work_uuid7() RETURNS uuid LANGUAGE sql VOLATILE AS $$
+    SELECT encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
+                                          PLACING substring(int8send(floor(extract(epoch FROM clock_timestamp())
+                                                                           * 1000)::bigint) FROM 3)
+                                          FROM 1 FOR 6), 52, 1), 53, 1), 'hex')::uuid
+$$;
+ALTER TABLE work_messages ALTER COLUMN id SET DEFAULT work_uuid7();
+
 CREATE TABLE work_journal (
     seq            bigint GENERATED ALWAYS AS IDENTITY,
     scope_id       uuid,                 -- NULL: a tenant-level record (API keys)
@@ -97,7 +110,7 @@ BEGIN
     SELECT * INTO s FROM work_scopes WHERE id = p_scope;
     v_last := (SELECT max(j.seq) FROM work_journal j WHERE j.scope_id = p_scope);
     WITH src AS (
-        SELECT j.*, gen_random_uuid() AS event_id FROM work_journal j
+        SELECT j.*, work_uuid7() AS event_id FROM work_journal j
         WHERE j.scope_id = p_scope AND j.seq > v_upto AND j.seq <= v_last AND j.emit
     ), made AS (
         INSERT INTO work_messages (id, queue_id, scope_id, tenant_id, visible_at, message_type, body,
