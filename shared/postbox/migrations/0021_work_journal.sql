@@ -89,8 +89,8 @@ END $$;
 -- Copy the journal's emitted rows past the scope's mark into its `_events` queue, as the event
 -- messages 0013 wrote directly: body {event_type, event_id, source, tenant_id, payload, timestamp},
 -- the original's correlation id, its id as causation_id. Called by every read of `_events` (and of
--- a correlation chain, which shows events) before it reads, in the same transaction. Returns how
--- many events it copied.
+-- a correlation chain, which shows events) before it reads, in the same transaction: at most
+-- 10,000 a call, the oldest first (a later read brings the rest). Returns how many it copied.
 CREATE FUNCTION work_events_sync(p_scope uuid) RETURNS int LANGUAGE plpgsql AS $$
 DECLARE
     s work_scopes;
@@ -108,7 +108,11 @@ BEGIN
     INSERT INTO work_journal_marks (scope_id) VALUES (p_scope) ON CONFLICT (scope_id) DO NOTHING;
     SELECT upto INTO v_upto FROM work_journal_marks WHERE scope_id = p_scope FOR UPDATE;
     SELECT * INTO s FROM work_scopes WHERE id = p_scope;
-    v_last := (SELECT max(j.seq) FROM work_journal j WHERE j.scope_id = p_scope);
+    -- At most 10,000 events a read (writers of the scope wait while this transaction holds the
+    -- lock): up to the 10,000th emitted row past the mark, or everything when there are fewer.
+    v_last := coalesce((SELECT j.seq FROM work_journal j WHERE j.scope_id = p_scope AND j.seq > v_upto AND j.emit
+                        ORDER BY j.seq OFFSET 9999 LIMIT 1),
+                       (SELECT max(j.seq) FROM work_journal j WHERE j.scope_id = p_scope));
     WITH src AS (
         SELECT j.*, work_uuid7() AS event_id FROM work_journal j
         WHERE j.scope_id = p_scope AND j.seq > v_upto AND j.seq <= v_last AND j.emit
