@@ -142,3 +142,16 @@ def test_the_archiver_keeps_90_days_of_journal_and_loses_no_event(tenant):
     assert [(e["event_type"], e["resource_id"]) for e in left] == [("scaiqueue.message.published", kept["id"])]
     [event] = _events(p, s)  # brought in before its journal row went
     assert event["type"] == "scaiqueue.message.completed" and event["body"]["payload"]["message_id"] == m["id"]
+
+
+def test_a_read_brings_in_at_most_10000_events_and_the_next_read_the_rest(tenant):
+    p = tenant.principal
+    s = scopes.create_scope(p, {"slug": "backlog"})
+    events_q = s["system_queues"]["_events"]
+    with db.connection() as conn:  # 10,001 completions journalled (as the hot path writes them)
+        conn.execute("INSERT INTO work_journal (scope_id, tenant_id, event_type, message_id, attempts, emit)"
+                     " SELECT %s, %s, 'scaiqueue.message.completed', gen_random_uuid(), 1, true"
+                     " FROM generate_series(1, 10001)", (s["id"], tenant.tenant_id))
+    assert queues.stats(p, s["id"], events_q)["depth_pending"] == 10000
+    assert queues.stats(p, s["id"], events_q)["depth_pending"] == 10001
+    assert queues.stats(p, s["id"], events_q)["depth_pending"] == 10001
