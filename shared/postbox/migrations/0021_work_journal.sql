@@ -347,12 +347,12 @@ BEGIN
     IF s.state IN ('paused', 'archived') OR q.state = 'paused' THEN
         RETURN '[]'::json;
     END IF;
+    v_emit := s.emit_claimed AND NOT q.is_system;
     IF q.id = s.events_queue_id THEN
         PERFORM work_events_sync(s.id);
-    ELSE  -- before any counter row: this claim may emit (claimed events, dead letters)
+    ELSIF v_emit THEN  -- before any counter row (a dead letter takes it itself, before its counters)
         PERFORM work_journal_lock(s.id);
     END IF;
-    v_emit := s.emit_claimed AND NOT q.is_system;
     IF q.ordering = 'fifo' THEN
         SELECT h.head, h.scanned_at INTO v_head, v_scanned FROM work_claim_heads h WHERE h.queue_id = q.id;
         v_full := v_head IS NULL OR (v_scanned < clock_timestamp() - interval '250 milliseconds'
