@@ -152,6 +152,18 @@ def test_a_read_brings_in_at_most_10000_events_and_the_next_read_the_rest(tenant
         conn.execute("INSERT INTO work_journal (scope_id, tenant_id, event_type, message_id, attempts, emit)"
                      " SELECT %s, %s, 'scaiqueue.message.completed', gen_random_uuid(), 1, true"
                      " FROM generate_series(1, 10001)", (s["id"], tenant.tenant_id))
-    assert queues.stats(p, s["id"], events_q)["depth_pending"] == 10000
+    with db.connection() as conn:
+        assert [conn.execute("SELECT work_events_sync(%s)", (s["id"],)).fetchone()[0] for _ in range(3)] == \
+            [10000, 1, 0]
     assert queues.stats(p, s["id"], events_q)["depth_pending"] == 10001
-    assert queues.stats(p, s["id"], events_q)["depth_pending"] == 10001
+
+
+def test_stats_of_events_bring_in_all_of_them_a_bounded_read_at_a_time(tenant):
+    p = tenant.principal
+    s = scopes.create_scope(p, {"slug": "stats"})
+    events_q = s["system_queues"]["_events"]
+    with db.connection() as conn:
+        conn.execute("INSERT INTO work_journal (scope_id, tenant_id, event_type, message_id, attempts, emit)"
+                     " SELECT %s, %s, 'scaiqueue.message.completed', gen_random_uuid(), 1, true"
+                     " FROM generate_series(1, 20001)", (s["id"], tenant.tenant_id))
+    assert queues.stats(p, s["id"], events_q)["depth_pending"] == 20001

@@ -43,6 +43,8 @@ q.consumer_mode, q.ordering, q.max_depth, q.overflow_policy, q.visibility_timeou
 q.created_at, q.updated_at,
 (SELECT jsonb_build_object('name', x.name, 'version', x.version) FROM work_schemas x WHERE x.id = q.schema_id)"""
 
+EVENTS_PER_READ = 10_000  # work_events_sync's bound
+
 _DEPTHS = """SELECT queue_id, coalesce(sum(pending), 0), coalesce(sum(claimed), 0), coalesce(sum(published), 0),
 coalesce(sum(completed), 0), coalesce(sum(dead_lettered), 0)
 FROM work_queue_counters WHERE queue_id = ANY(%s) GROUP BY queue_id"""
@@ -127,8 +129,10 @@ def stats(principal: Principal, scope_id: str, queue_id: str) -> dict[str, Any]:
     tenant_id = require(principal, VIEW)
     with db.connection() as conn:
         row = _row(conn, tenant_id, *_ids(scope_id, queue_id))
-        if row[6] and row[3] == "_events":  # materialised from the journal when read
-            conn.execute("SELECT work_events_sync(%s)", (row[2],))
+        if row[6] and row[3] == "_events":  # materialised from the journal when read, all of it here:
+            # each call brings in at most EVENTS_PER_READ, in its own transaction (autocommit)
+            while conn.execute("SELECT work_events_sync(%s)", (row[2],)).fetchone()[0] >= EVENTS_PER_READ:
+                pass
         found = conn.execute(_DEPTHS, ([row[0]],)).fetchone()
     pending, claimed, published, completed, dead = found[1:] if found else (0, 0, 0, 0, 0)
     return {
