@@ -4,7 +4,8 @@
 -- That row is both the audit record (the audit routes read the journal) and the source of the
 -- scope's events: the `_events` queue is materialised from the journal when it is read (claimed,
 -- listed, looked at, counted), not written on every completion. A completion of 100 messages thus
--- writes 100 narrow rows with one index instead of 100 full message rows with eight.
+-- writes 100 narrow rows with one index (two when they carry correlation ids) instead of 100 full
+-- message rows with eight.
 --
 -- Exactly once into `_events`: a writer of a row that `_events` will receive (`emit`) holds the
 -- scope's journal lock in share mode until it commits; the materialiser takes it exclusively, so
@@ -203,14 +204,73 @@ BEGIN
     RETURN n;
 END $$;
 
--- ---- lifecycle routing (trigger other than message_published) ----------------------------------
+-- ---- lifecycle routing triggers -----------------------------------------------------------------
 
--- Placeholder until the lifecycle triggers are defined below in this file (the function is
--- replaced there); a message's terminal moment calls it.
+-- Rules on a moment of a message's life other than its publish: `message_completed`,
+-- `message_failed` (every fail, retried or not) and `message_dead_lettered`. They are evaluated
+-- where that moment is journalled, in its transaction, against the message (the same subject as a
+-- publish's rules see, in the message's queue). A message at such a moment cannot move (it has
+-- ended, or a fail already decided its retry), so the first matching rule acts by publishing a
+-- child into its target queue (`route` and `copy` alike): the message's type, labels, body,
+-- priority, content type, correlation id and HITL spec, with `parent_id` and `causation_id` the
+-- message's id, the labels `routing.trigger` and `routing.rule`, and the rule as its source; the
+-- child is then routed by `message_published` rules in its turn. The 5-hop breaker counts the
+-- message's ancestors (its parent_id chain): a message with 5 already is not routed again, and the
+-- journal records `scaiqueue.routing.stopped` instead. A child that cannot be published (scope not
+-- active, queue paused or full) is not, recorded the same way, and the moment itself still happens.
 CREATE FUNCTION work_route_lifecycle(s work_scopes, p_trigger text, m work_messages, p_hops int)
 RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    q work_queues;
+    c work_queues;
+    r work_routing_rules;
+    v_msg jsonb;
+    v_hops int := p_hops;
+    v_parent text := m.parent_id;
+    v_why text;
 BEGIN
-    RETURN;
+    IF NOT EXISTS (SELECT 1 FROM work_routing_rules WHERE scope_id = s.id AND trigger = p_trigger AND enabled) THEN
+        RETURN;
+    END IF;
+    SELECT * INTO q FROM work_queues WHERE id = m.queue_id;
+    v_msg := jsonb_build_object(
+        'type', m.message_type, 'labels', m.labels, 'body', m.body, 'content_type', m.content_type,
+        'priority', jsonb_build_object('tier', (ARRAY['critical', 'high', 'normal', 'low', 'background'])[m.tier + 1],
+                                       'score', m.score),
+        'correlation_id', m.correlation_id, 'hitl_spec', m.hitl_spec);
+    r := work_first_rule(s.id, p_trigger, q.id, work_rule_subject(v_msg, q.slug));
+    IF r.id IS NULL OR r.target_queue IS NULL THEN
+        RETURN;
+    END IF;
+    WHILE v_parent IS NOT NULL AND v_hops < 5 LOOP  -- the message's ancestors, up to 5
+        v_hops := v_hops + 1;
+        v_parent := (SELECT x.parent_id FROM work_messages x
+                     WHERE v_parent ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+                       AND x.id = v_parent::uuid);
+    END LOOP;
+    SELECT * INTO c FROM work_queues WHERE id = r.target_queue;
+    IF v_hops >= 5 THEN
+        v_why := format('loop breaker: %s hops; rule %s not applied', v_hops, r.name);
+    ELSIF s.state <> 'active' OR c.state = 'paused' THEN
+        v_why := format('rule %s not applied: the %s is paused', r.name, CASE WHEN c.state = 'paused'
+                                                                              THEN 'target queue' ELSE 'scope' END);
+    ELSE
+        v_msg := jsonb_set(v_msg, '{labels}', m.labels || jsonb_build_object('routing.trigger', p_trigger,
+                                                                            'routing.rule', r.name))
+                 || jsonb_build_object('parent_id', m.id, 'causation_id', m.id,
+                                       'source_type', 'routing_rule', 'source_id', r.id::text);
+        BEGIN
+            PERFORM work_route(s.tenant_id, s, c, v_msg, r.id::text, v_hops + 1);  -- fans out too
+        EXCEPTION WHEN SQLSTATE 'PB429' THEN  -- the target is full: the moment still happens
+            v_why := format('rule %s not applied: %s', r.name, SQLERRM);
+        END;
+    END IF;
+    IF v_why IS NOT NULL THEN
+        INSERT INTO work_journal (scope_id, tenant_id, event_type, message_id, queue_id, correlation_id, actor_type,
+                                  actor_id, attempts, payload)
+        VALUES (s.id, s.tenant_id, 'scaiqueue.routing.stopped', m.id, m.queue_id, m.correlation_id, 'routing_rule',
+                r.id::text, m.attempts, jsonb_build_object('trigger', p_trigger, 'rule', r.name, 'reason', v_why));
+    END IF;
 END $$;
 
 -- ---- publish ------------------------------------------------------------------------------------
@@ -1003,73 +1063,4 @@ BEGIN
         PERFORM work_events_sync(s.id);
     END IF;
     RETURN q.id;
-END $$;
-
--- ---- lifecycle routing triggers -----------------------------------------------------------------
-
--- Rules on a moment of a message's life other than its publish: `message_completed`,
--- `message_failed` (every fail, retried or not) and `message_dead_lettered`. They are evaluated
--- where that moment is journalled, in its transaction, against the message (the same subject as a
--- publish's rules see, in the message's queue). A message at such a moment cannot move (it has
--- ended, or a fail already decided its retry), so the first matching rule acts by publishing a
--- child into its target queue (`route` and `copy` alike): the message's type, labels, body,
--- priority, content type, correlation id and HITL spec, with `parent_id` and `causation_id` the
--- message's id, the labels `routing.trigger` and `routing.rule`, and the rule as its source; the
--- child is then routed by `message_published` rules in its turn. The 5-hop breaker counts the
--- message's ancestors (its parent_id chain): a message with 5 already is not routed again, and the
--- journal records `scaiqueue.routing.stopped` instead. A child that cannot be published (scope not
--- active, queue paused or full) is not, recorded the same way, and the moment itself still happens.
-CREATE OR REPLACE FUNCTION work_route_lifecycle(s work_scopes, p_trigger text, m work_messages, p_hops int)
-RETURNS void LANGUAGE plpgsql AS $$
-DECLARE
-    q work_queues;
-    c work_queues;
-    r work_routing_rules;
-    v_msg jsonb;
-    v_hops int := p_hops;
-    v_parent text := m.parent_id;
-    v_why text;
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM work_routing_rules WHERE scope_id = s.id AND trigger = p_trigger AND enabled) THEN
-        RETURN;
-    END IF;
-    SELECT * INTO q FROM work_queues WHERE id = m.queue_id;
-    v_msg := jsonb_build_object(
-        'type', m.message_type, 'labels', m.labels, 'body', m.body, 'content_type', m.content_type,
-        'priority', jsonb_build_object('tier', (ARRAY['critical', 'high', 'normal', 'low', 'background'])[m.tier + 1],
-                                       'score', m.score),
-        'correlation_id', m.correlation_id, 'hitl_spec', m.hitl_spec);
-    r := work_first_rule(s.id, p_trigger, q.id, work_rule_subject(v_msg, q.slug));
-    IF r.id IS NULL OR r.target_queue IS NULL THEN
-        RETURN;
-    END IF;
-    WHILE v_parent IS NOT NULL AND v_hops < 5 LOOP  -- the message's ancestors, up to 5
-        v_hops := v_hops + 1;
-        v_parent := (SELECT x.parent_id FROM work_messages x
-                     WHERE v_parent ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
-                       AND x.id = v_parent::uuid);
-    END LOOP;
-    SELECT * INTO c FROM work_queues WHERE id = r.target_queue;
-    IF v_hops >= 5 THEN
-        v_why := format('loop breaker: %s hops; rule %s not applied', v_hops, r.name);
-    ELSIF s.state <> 'active' OR c.state = 'paused' THEN
-        v_why := format('rule %s not applied: the %s is paused', r.name, CASE WHEN c.state = 'paused'
-                                                                              THEN 'target queue' ELSE 'scope' END);
-    ELSE
-        v_msg := jsonb_set(v_msg, '{labels}', m.labels || jsonb_build_object('routing.trigger', p_trigger,
-                                                                            'routing.rule', r.name))
-                 || jsonb_build_object('parent_id', m.id, 'causation_id', m.id,
-                                       'source_type', 'routing_rule', 'source_id', r.id::text);
-        BEGIN
-            PERFORM work_route(s.tenant_id, s, c, v_msg, r.id::text, v_hops + 1);  -- fans out too
-        EXCEPTION WHEN SQLSTATE 'PB429' THEN  -- the target is full: the moment still happens
-            v_why := format('rule %s not applied: %s', r.name, SQLERRM);
-        END;
-    END IF;
-    IF v_why IS NOT NULL THEN
-        INSERT INTO work_journal (scope_id, tenant_id, event_type, message_id, queue_id, correlation_id, actor_type,
-                                  actor_id, attempts, payload)
-        VALUES (s.id, s.tenant_id, 'scaiqueue.routing.stopped', m.id, m.queue_id, m.correlation_id, 'routing_rule',
-                r.id::text, m.attempts, jsonb_build_object('trigger', p_trigger, 'rule', r.name, 'reason', v_why));
-    END IF;
 END $$;
