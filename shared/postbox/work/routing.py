@@ -15,6 +15,7 @@ import psycopg
 from .. import db
 from ..errors import NotFound, Unprocessable
 from ..tenancy import Principal, require
+from . import acl
 from .common import MANAGE, SCOPE_NOT_FOUND, VIEW, as_json, parse_id
 
 RULE_NOT_FOUND = "SCAIQUEUE_RULE_NOT_FOUND"
@@ -41,11 +42,6 @@ WHERE r.scope_id = %(s)s AND r.trigger = %(trigger)s AND r.enabled
 
 def _rule_missing() -> NotFound:
     return NotFound("Routing rule not found.", code=RULE_NOT_FOUND)
-
-
-def _scope(conn: psycopg.Connection, tenant_id: str, scope_id: str) -> str:
-    with db.domain_errors():
-        return str(conn.execute("SELECT (work_scope_of(%s, %s)).id", (tenant_id, scope_id)).fetchone()[0])
 
 
 def _queue(conn: psycopg.Connection, scope_id: str, queue_id: str | None, field: str) -> tuple[int, str] | None:
@@ -85,7 +81,7 @@ def create_rule(principal: Principal, scope_id: str, fields: dict[str, Any]) -> 
     tenant_id = require(principal, MANAGE)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.transaction() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE)
         cols = {"priority": 100, "enabled": True, "trigger": "message_published", "conditions": None,
                 **_columns(conn, scope_id, fields)}
         names = ", ".join(cols)
@@ -115,7 +111,7 @@ def list_rules(principal: Principal, scope_id: str) -> list[dict[str, Any]]:
     tenant_id = require(principal, VIEW)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.connection() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, VIEW)
         rows = conn.execute(f"SELECT {_DOC} FROM work_routing_rules r WHERE r.scope_id = %s {_ORDER}",
                             (scope_id,)).fetchall()
     return [r[0] for r in rows]
@@ -125,7 +121,7 @@ def get_rule(principal: Principal, scope_id: str, rule_id: str) -> dict[str, Any
     tenant_id = require(principal, VIEW)
     scope_id, rule_id = parse_id(scope_id, SCOPE_NOT_FOUND), _rule_id(rule_id)
     with db.connection() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, VIEW)
         return _one(conn, scope_id, rule_id)
 
 
@@ -134,7 +130,7 @@ def update_rule(principal: Principal, scope_id: str, rule_id: str, fields: dict[
     tenant_id = require(principal, MANAGE)
     scope_id, rule_id = parse_id(scope_id, SCOPE_NOT_FOUND), _rule_id(rule_id)
     with db.transaction() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE)
         cols = _columns(conn, scope_id, fields)
         sets = ", ".join(f"{k} = %({k})s" + ("::jsonb" if k in ("conditions", "action") else "") for k in cols)
         found = conn.execute(
@@ -150,7 +146,7 @@ def delete_rule(principal: Principal, scope_id: str, rule_id: str) -> None:
     tenant_id = require(principal, MANAGE)
     scope_id, rule_id = parse_id(scope_id, SCOPE_NOT_FOUND), _rule_id(rule_id)
     with db.transaction() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE)
         if conn.execute("DELETE FROM work_routing_rules WHERE id = %s AND scope_id = %s RETURNING id",
                         (rule_id, scope_id)).fetchone() is None:
             raise _rule_missing()
@@ -163,7 +159,7 @@ def dry_run(principal: Principal, scope_id: str, trigger: str, message: dict[str
     tenant_id = require(principal, VIEW)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.connection() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, VIEW)
         queue = _queue(conn, scope_id, message.get("queue_id"), "message.queue_id")
         rows = conn.execute(_TEST, {"s": scope_id, "trigger": trigger, "msg": as_json(message),
                                     "queue": queue[0] if queue else None,
