@@ -60,14 +60,23 @@ def _queue(conn: psycopg.Connection, scope_id: str, queue_id: str | None, field:
     return row[0], row[1]
 
 
-def _columns(conn: psycopg.Connection, scope_id: str, fields: dict[str, Any]) -> dict[str, Any]:
+def _target(conn: psycopg.Connection, tenant_id: str, scope_id: str, action: dict[str, Any]) -> tuple[int, str] | None:
+    """The queue a route or copy sends to: in this scope, or in `target_scope_id` when a trust lets
+    this scope route there (refused 403 otherwise; checked again at every routing)."""
+    other = action.get("target_scope_id")
+    if other is None or (action.get("queue_id") and str(uuid.UUID(other)) == scope_id):
+        return _queue(conn, scope_id, action.get("queue_id"), "action.queue_id")
+    return acl.check_route_target(conn, tenant_id, scope_id, other, action["queue_id"], "action.queue_id")
+
+
+def _columns(conn: psycopg.Connection, tenant_id: str, scope_id: str, fields: dict[str, Any]) -> dict[str, Any]:
     """The table's columns for the fields a request gives (queues resolved to internal ids)."""
     out = {k: fields[k] for k in ("name", "description", "priority", "enabled", "trigger") if k in fields}
     if "conditions" in fields:
         out["conditions"] = as_json(fields["conditions"])
     if "action" in fields:
         action = fields["action"]
-        target = _queue(conn, scope_id, action.get("queue_id"), "action.queue_id")
+        target = _target(conn, tenant_id, scope_id, action)
         out["action"] = as_json(action)
         out["target_queue"] = target[0] if target else None
     if "source" in fields:
@@ -83,7 +92,7 @@ def create_rule(principal: Principal, scope_id: str, fields: dict[str, Any]) -> 
     with db.transaction() as conn:
         acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE)
         cols = {"priority": 100, "enabled": True, "trigger": "message_published", "conditions": None,
-                **_columns(conn, scope_id, fields)}
+                **_columns(conn, tenant_id, scope_id, fields)}
         names = ", ".join(cols)
         values = ", ".join(f"%({k})s" + ("::jsonb" if k in ("conditions", "action") else "") for k in cols)
         rule_id = conn.execute(f"INSERT INTO work_routing_rules (scope_id, {names}) VALUES (%(scope)s, {values})"
@@ -131,7 +140,7 @@ def update_rule(principal: Principal, scope_id: str, rule_id: str, fields: dict[
     scope_id, rule_id = parse_id(scope_id, SCOPE_NOT_FOUND), _rule_id(rule_id)
     with db.transaction() as conn:
         acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE)
-        cols = _columns(conn, scope_id, fields)
+        cols = _columns(conn, tenant_id, scope_id, fields)
         sets = ", ".join(f"{k} = %({k})s" + ("::jsonb" if k in ("conditions", "action") else "") for k in cols)
         found = conn.execute(
             f"UPDATE work_routing_rules SET {sets + ', ' if sets else ''}updated_at = clock_timestamp()"
