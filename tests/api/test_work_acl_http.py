@@ -139,8 +139,12 @@ def test_acl_routes_need_manage(api, gateway, scope):
 def test_grants_close_a_scope_to_work_keys(api, gateway, scope, jobs, other):
     with work_key(api, gateway, "alice") as alice, work_key(api, gateway, "bob") as bob:
         _ok(alice.get(f"{W}/scopes/{scope['id']}"))  # no grants yet: allowed_operations are enough
+        assert scope["id"] in [x["id"] for x in _ok(alice.get(f"{W}/scopes"))]
         grant(api, scope, "bob", "viewer")
         _error(alice.get(f"{W}/scopes/{scope['id']}"), 403, "AUTHZ_PERMISSION_DENIED")
+        assert scope["id"] not in [x["id"] for x in _ok(alice.get(f"{W}/scopes"))]  # nor listed
+        assert scope["id"] in [x["id"] for x in _ok(bob.get(f"{W}/scopes"))]
+        assert scope["id"] in [x["id"] for x in _ok(api.get(f"{W}/scopes"))]
         _error(alice.post(messages(scope, jobs), json={"body": "one"}), 403, "AUTHZ_PERMISSION_DENIED")
         _ok(bob.get(f"{W}/scopes/{scope['id']}/queues"))
         _error(bob.post(messages(scope, jobs), json={"body": "one"}), 403, "AUTHZ_PERMISSION_DENIED")
@@ -215,7 +219,8 @@ def _scope_routes(scope, queue, message_id, sub_id):
     sub = f"{s}/subscriptions/{sub_id}"
     rule = f"{s}/routing-rules/{uuid.uuid4()}"
     return [
-        ("GET", s, None), ("POST", s + "/pause", None), ("DELETE", s, None),
+        ("GET", s, None), ("DELETE", s, None),
+        *[("POST", f"{s}/{a}", None) for a in ("pause", "resume", "drain", "archive", "unarchive")],
         ("POST", s + "/queues", {"slug": "x"}), ("GET", s + "/queues", None), ("GET", q, None),
         ("DELETE", q, None), ("GET", q + "/stats", None), ("POST", q + "/pause", None), ("POST", q + "/resume", None),
         ("POST", q + "/messages", {"body": "one"}), ("GET", q + "/messages", None),
@@ -223,9 +228,10 @@ def _scope_routes(scope, queue, message_id, sub_id):
         ("GET", s + "/messages?correlation_id=c", None),
         *[("POST", f"{m}/{a}", {}) for a in ("complete", "fail", "release", "cancel")],
         ("POST", m + "/extend", {"seconds": 10}),
-        *[("POST", f"{s}/messages/{a}-batch", {"items": [{"id": message_id}]}) for a in ("complete", "fail",
-                                                                                          "release")],
-        ("POST", s + "/routing-rules", {"name": "r", "action": {"type": "archive"}}), ("GET", s + "/routing-rules", None),
+        *[("POST", f"{s}/messages/{a}-batch", {"items": [{"id": message_id}]})
+          for a in ("complete", "fail", "release")],
+        ("POST", s + "/routing-rules", {"name": "r", "action": {"type": "archive"}}),
+        ("GET", s + "/routing-rules", None),
         ("POST", s + "/routing-rules/test", {"message": {}}), ("GET", rule, None), ("PATCH", rule, {"priority": 1}),
         ("DELETE", rule, None), ("POST", rule + "/enable", None), ("POST", rule + "/disable", None),
         ("POST", s + "/schemas", {"name": "n", "version": "1", "schema": {}}), ("GET", s + "/schemas", None),
@@ -236,13 +242,20 @@ def _scope_routes(scope, queue, message_id, sub_id):
         ("POST", s + "/hitl-patterns/p/expand", {"version": "1"}),
         ("POST", s + "/subscriptions", {"subscriber_type": "agent", "subscriber_id": "a", "queue_id": queue["id"]}),
         ("GET", s + "/subscriptions", None), ("GET", sub, None), ("PATCH", sub, {"max_in_flight": 5}),
-        ("POST", sub + "/pause", None), ("POST", sub + "/claim", {}), ("POST", f"{sub}/messages/{message_id}/complete", {}),
+        ("POST", sub + "/pause", None), ("POST", sub + "/resume", None), ("POST", sub + "/claim", {}),
+        *[("POST", f"{sub}/messages/{message_id}/{a}", {}) for a in ("complete", "fail", "release")],
         ("DELETE", sub, None),
+        ("POST", f"{W}/subscriptions/{sub_id}/check-processed", {"message_ids": [message_id]}),
         ("GET", s + "/streams", None), ("GET", s + "/streams/k", None), ("POST", s + "/streams/k/cancel", None),
         ("GET", s + "/streams/k/assembled", None),
         ("GET", s + "/acl", None),
         ("POST", s + "/acl/grants", {"actor_type": "agent", "actor_id": "me", "role": "manager"}),
         ("DELETE", f"{s}/acl/grants/{uuid.uuid4()}", None),
+        ("POST", s + "/acl/queue-acl", {"queue_id": queue["id"], "actor_type": "agent", "actor_id": "me",
+                                        "role": "manager"}),
+        ("DELETE", f"{s}/acl/queue-acl/{uuid.uuid4()}", None),
+        ("POST", s + "/acl/trusted-scopes", {"target_scope_id": str(uuid.uuid4())}),
+        ("DELETE", f"{s}/acl/trusted-scopes/{uuid.uuid4()}", None),
     ]
 
 

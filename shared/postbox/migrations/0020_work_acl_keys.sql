@@ -106,14 +106,15 @@ CREATE FUNCTION work_acl_active(c jsonb) RETURNS boolean LANGUAGE sql STABLE AS 
             AND (c->>'not_after' IS NULL OR (c->>'not_after')::timestamptz > clock_timestamp()))
 $$;
 
--- The ACL check of one request. p: {tenant, scope, op, actor_type, actor_id, key_id, work_key,
+-- The ACL check of one request. p: {tenant, scope (or subscription), op, actor_type, actor_id, key_id, work_key,
 -- queue?, messages?, subscription?}. A missing scope passes (the loader beside it answers 404).
 -- Deny entries on a queue the request touches win over everything; in a scope with grants a work
 -- key's actor needs a grant whose role gives `op`, or allow entries giving it on every queue the
 -- request touches. Tenant keys keep their tenant-wide rights (only denies apply to them).
 CREATE FUNCTION work_acl_check(p jsonb) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
-    v_scope uuid := (p->>'scope')::uuid;
+    v_scope uuid := coalesce((p->>'scope')::uuid,  -- a route naming only a subscription: its scope
+                             (SELECT scope_id FROM work_subscriptions WHERE id = (p->>'subscription')::uuid));
     v_op text := p->>'op';
     v_type text := p->>'actor_type';
     v_id text := p->>'actor_id';
@@ -166,6 +167,17 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = 'PB403', DETAIL = 'AUTHZ_PERMISSION_DENIED',
         MESSAGE = format('No grant of this scope gives %s to %s %s.', v_op, v_type, v_id);
 END $$;
+
+-- Whether a scope shows in a caller's list of scopes (p as work_acl_check's): a scope closed by
+-- grants shows to a work key only when its actor holds a grant there (every role gives view).
+CREATE FUNCTION work_acl_visible(p_scope uuid, p_grants int, p jsonb) RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT NOT coalesce((p->>'work_key')::boolean, false) OR p_grants = 0 OR EXISTS (
+        SELECT 1 FROM work_acl_grants g
+        WHERE g.scope_id = p_scope
+          AND ((g.actor_type = p->>'actor_type' AND g.actor_id = p->>'actor_id')
+               OR (g.actor_type = 'api_key' AND g.actor_id = p->>'key_id'))
+          AND work_acl_active(g.conditions))
+$$;
 
 -- ---- trusted scopes and cross-scope routing -----------------------------------------------------
 

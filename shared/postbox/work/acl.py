@@ -32,9 +32,10 @@ ENTRY_NOT_FOUND = "SCAIQUEUE_ACL_ENTRY_NOT_FOUND"
 ACL_CONFLICT = "SCAIQUEUE_ACL_CONFLICT"
 
 
-def guard(principal: Principal, tenant_id: str, scope_id: str, op: str, *, queue: str | None = None,
+def guard(principal: Principal, tenant_id: str, scope_id: str | None, op: str, *, queue: str | None = None,
           messages: list[str] | None = None, subscription: str | None = None) -> str:
-    """The caller and what the request touches, as `work_acl_check` reads them (JSON text)."""
+    """The caller and what the request touches, as `work_acl_check` reads them (JSON text). Without a
+    scope, the subscription's scope is checked."""
     actor_type, actor_id = principal.actor
     return as_json({
         "tenant": tenant_id, "scope": scope_id, "op": op, "actor_type": actor_type, "actor_id": actor_id,

@@ -1,8 +1,9 @@
 """Routing rules of a scope: stored here, applied by the publish function (`work_route` in SQL).
 
 A rule's `conditions` and `action` arrive already parsed (the handler's models refuse what does
-not parse); this module resolves the queues they name inside the rule's scope, refusing a rule
-whose target queue does not exist, and answers dry runs with the same SQL the publish uses.
+not parse); this module resolves the queues they name inside the rule's scope (or, for a route or
+copy with `target_scope_id`, in another scope a trust opens: `acl.check_route_target`), refusing
+a rule whose target queue does not exist, and answers dry runs with the same SQL the publish uses.
 """
 
 from __future__ import annotations

@@ -185,6 +185,7 @@ def processed(principal: Principal, sub_id: str, message_ids: list[str]) -> dict
         except ValueError:
             parsed[given] = None  # names no message: not processed
     with db.connection() as conn, db.domain_errors():
-        found = conn.execute("SELECT work_delivery_processed(%s, %s, %s::uuid[])",
-                             (tenant_id, sub_id, [v for v in parsed.values() if v])).fetchone()[0]
+        found = conn.execute(f"SELECT work_delivery_processed(%s, %s, %s::uuid[]) FROM {acl.GATE} _",
+                             (tenant_id, sub_id, [v for v in parsed.values() if v],
+                              acl.guard(principal, tenant_id, None, CONSUME, subscription=sub_id))).fetchone()[0]
     return {given: bool(found.get(canonical)) if canonical else False for given, canonical in parsed.items()}
