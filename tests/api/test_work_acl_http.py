@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from functions.authorizer import clear_cache
+from postbox import db
 from support.http import client
 from support.work_api import W
 from support.work_api import error as _error
@@ -290,3 +291,20 @@ def test_a_subscription_on_a_denied_queue_cannot_be_claimed(api, gateway, scope)
                           json={"subscriber_type": "agent", "subscriber_id": "h", "queue_id": fan["id"]}), 403,
                "AUTHZ_PERMISSION_DENIED")
         assert len(_ok(api.post(f"{W}/scopes/{scope['id']}/subscriptions/{sub['id']}/claim", json={}))) == 1
+
+
+def test_entries_go_with_their_queue_and_the_scope_opens_again(api, gateway, scope, jobs):
+    """Deleting a queue deletes its entries, and the counters the fast path reads follow."""
+    doomed = _ok(api.post(f"{W}/scopes/{scope['id']}/queues", json={"slug": "doomed"}), 201)
+    entry(api, scope, doomed, "ivy", "viewer", "deny")
+    g = grant(api, scope, "ivy", "viewer")
+    _ok(api.delete(f"{W}/scopes/{scope['id']}/queues/{doomed['id']}"))
+    assert _ok(api.get(acl(scope)))["queue_acl"] == []
+    with db.connection() as conn:
+        counts = conn.execute("SELECT acl_grants, acl_queue_entries FROM work_scopes WHERE id = %s",
+                              (scope["id"],)).fetchone()
+    assert counts == (1, 0)
+    with work_key(api, gateway, "jack") as jack:
+        _error(jack.get(f"{W}/scopes/{scope['id']}"), 403, "AUTHZ_PERMISSION_DENIED")
+        _ok(api.delete(f"{acl(scope)}/grants/{g['id']}"))  # no grants left: open again
+        _ok(jack.get(f"{W}/scopes/{scope['id']}"))

@@ -115,6 +115,13 @@ def test_key_routes_need_manage(api, gateway):
                "AUTHZ_PERMISSION_DENIED")
     with client(gateway.url, None) as anonymous:
         _error(anonymous.get(keys_path(api)), 401, "AUTH_TOKEN_MISSING")
+    manager = mint(api, allowed_operations=["scaiqueue:manage", "scaiqueue:view"])
+    with client(gateway.url, manager["key"]) as c:  # a work key mints only keys within its own operations
+        made = _ok(c.post(keys_path(api), json={"subject_id": "y", "allowed_operations": ["scaiqueue:view"]}), 201)
+        assert made["allowed_operations"] == ["scaiqueue:view"]
+        refused = _error(c.post(keys_path(api), json={"subject_id": "z", "allowed_operations": ALL}), 403,
+                         "AUTHZ_PERMISSION_DENIED")
+        assert "scaiqueue:consume" in refused["message"]
 
 
 def test_allowed_operations_are_all_a_work_key_holds(api, gateway, scope, queue):

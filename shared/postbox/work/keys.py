@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 
 from .. import db
-from ..errors import Conflict, NotFound
+from ..errors import Conflict, Forbidden, NotFound
 from ..tenancy import KEY_PREFIX, WORK_ROLE, Principal, hash_key, require
 from .acl import invalid_field, parse_body_id
 from .common import INVALID_TRANSITION, MANAGE, SCOPE_NOT_FOUND, parse_id
@@ -86,8 +86,12 @@ def _scopes(conn: psycopg.Connection, tenant_id: str, scopes: list[str] | None) 
 
 
 def mint(principal: Principal, tenant_id: str, fields: dict[str, Any]) -> dict[str, Any]:
-    """A new work key: its metadata and, this once, the raw `key`."""
+    """A new work key: its metadata and, this once, the raw `key`. A work key may mint only keys
+    holding operations it holds itself (no key grows its own rights by minting another)."""
     tenant_id = _tenant(principal, tenant_id)
+    beyond = set(fields["allowed_operations"]) - set(principal.scopes) if principal.is_work_key else set()
+    if beyond:
+        raise Forbidden(f"A work key cannot mint a key with operations it does not hold: {', '.join(sorted(beyond))}.")
     key = _secret()
     with db.transaction() as conn:
         scopes = _scopes(conn, tenant_id, fields.get("allowed_scopes"))
