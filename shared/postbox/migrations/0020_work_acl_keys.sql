@@ -5,9 +5,10 @@
 -- `allowed_operations` (kept in `scopes`); its role `work` ranks below `read`, so no other surface
 -- accepts it. Rotation keeps the old hash in `previous_hash` until `previous_valid_until`.
 --
--- The ACL is checked by `work_acl_check(caller)`, called in the FROM of the same statement that
--- loads the scope (one round trip). A scope with no ACL rows costs one primary-key probe: the
--- counters on work_scopes, kept by triggers, say whether there is anything to look at.
+-- The ACL is checked by `work_acl_check(caller)` in the same statement that loads the scope (one
+-- round trip): on the hot paths from work_scope_of, which reads the caller from a transaction-local
+-- setting; elsewhere called in the FROM beside the loader. The counters on work_scopes, kept by
+-- triggers, say whether a scope has anything to look at, so a scope without ACL rows costs nothing.
 
 -- ---- work API keys ------------------------------------------------------------------------------
 
@@ -178,6 +179,30 @@ CREATE FUNCTION work_acl_visible(p_scope uuid, p_grants int, p jsonb) RETURNS bo
                OR (g.actor_type = 'api_key' AND g.actor_id = p->>'key_id'))
           AND work_acl_active(g.conditions))
 $$;
+
+-- The scope a request names, within the caller's tenant (as in 0013), now also checking the caller
+-- when the scope has ACL rows. The hot paths (publish, claim, finish, deliveries) pass the caller
+-- as the transaction-local setting `postbox.acl` (work_acl_check's p), set in the FROM of the same
+-- statement; a scope without ACL rows costs two integer tests. Only the scope the caller named is
+-- checked (a routed publish into another scope is governed by trusts, not by the publisher's ACL).
+-- Every hot-path function must keep loading its scope through this function.
+CREATE OR REPLACE FUNCTION work_scope_of(p_tenant uuid, p_scope uuid) RETURNS work_scopes LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    s work_scopes;
+    v_caller jsonb;
+BEGIN
+    SELECT * INTO s FROM work_scopes WHERE id = p_scope AND tenant_id = p_tenant;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PB404', DETAIL = 'SCAIQUEUE_SCOPE_NOT_FOUND', MESSAGE = 'Scope not found.';
+    END IF;
+    IF s.acl_grants > 0 OR s.acl_queue_entries > 0 THEN
+        v_caller := nullif(current_setting('postbox.acl', true), '')::jsonb;
+        IF v_caller IS NOT NULL AND (v_caller->>'scope')::uuid = p_scope THEN
+            PERFORM work_acl_check(v_caller);
+        END IF;
+    END IF;
+    RETURN s;
+END $$;
 
 -- ---- trusted scopes and cross-scope routing -----------------------------------------------------
 

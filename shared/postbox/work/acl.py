@@ -1,8 +1,9 @@
 """The work surface's ACL: scope grants, per-queue allow/deny entries, trusted scopes.
 
 Every work route checks the caller with `work_acl_check` (SQL) in the same statement that loads
-its scope: `guard(...)` builds that call's one parameter and `GATE` / `GATE_NAMED` are the FROM
-items to put beside the loader. Rules (also in docs/work.md):
+its scope: `guard(...)` builds its one parameter; the hot paths hand it over with `ENTER` (checked
+by `work_scope_of`, free when the scope has no ACL rows), the others call it with `GATE`,
+`GATE_NAMED` or `CHECKED` beside their loader. Rules (also in docs/work.md):
 
 - tenant keys keep their tenant-wide rights; only `deny` entries can take something away;
 - a scope with grants is closed to work keys: a work key's actor needs a grant whose role gives
@@ -24,6 +25,10 @@ from ..errors import Conflict, Forbidden, NotFound, Unprocessable
 from ..tenancy import Principal, require
 from .common import MANAGE, SCOPE_NOT_FOUND, as_json, parse_id
 
+# Hot paths: the caller as a transaction-local setting, set in the FROM of the statement whose
+# function loads the scope through work_scope_of, which checks it when the scope has ACL rows.
+ENTER = "set_config('postbox.acl', %s, true)"
+# Elsewhere: the check itself, in the FROM beside the statement that loads the scope.
 GATE = "work_acl_check(%s::jsonb)"
 GATE_NAMED = "work_acl_check(%(acl)s::jsonb)"
 # The same check as a one-time filter for a WHERE clause (runs before the scan, whatever the plan).

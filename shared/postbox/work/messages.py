@@ -16,7 +16,7 @@ from .. import db
 from ..errors import Conflict
 from ..tenancy import Principal, require
 from . import hitl, schemas
-from .acl import GATE, guard
+from .acl import ENTER, guard
 from .common import CONSUME, MANAGE, MESSAGE_NOT_FOUND, PUBLISH, QUEUE_NOT_FOUND, SCOPE_NOT_FOUND, as_json, parse_id
 
 SCHEMA_STALE = "SCAIQUEUE_SCHEMA_STALE"
@@ -36,7 +36,7 @@ def publish(principal: Principal, scope_id: str, queue_id: str, message: dict[st
         schema_id = schemas.checked(queue_id, schema_id, message.get("body"))
         try:
             with db.connection() as conn, db.domain_errors():
-                answer = conn.execute(f"SELECT work_publish_routed(%s, %s, %s, %s::jsonb, %s, %s) FROM {GATE} _",
+                answer = conn.execute(f"SELECT work_publish_routed(%s, %s, %s, %s::jsonb, %s, %s) FROM {ENTER} _",
                                       (tenant_id, scope_id, queue_id, as_json(message), principal.key_id,
                                        schema_id, gate)).fetchone()[0]
             break
@@ -54,7 +54,7 @@ def claim(principal: Principal, scope_id: str, queue_id: str, batch_size: int,
     tenant_id = require(principal, CONSUME)
     scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
     with db.connection() as conn, db.domain_errors():
-        return conn.execute(f"SELECT work_claim(%s, %s, %s, %s, %s, %s) FROM {GATE} _",
+        return conn.execute(f"SELECT work_claim(%s, %s, %s, %s, %s, %s) FROM {ENTER} _",
                             (tenant_id, scope_id, queue_id, batch_size, visibility_timeout_s, principal.key_id,
                              guard(principal, tenant_id, scope_id, CONSUME, queue=queue_id))).fetchone()[0]
 
@@ -67,10 +67,10 @@ def finish(principal: Principal, scope_id: str, message_id: str, action: str, it
     gate = guard(principal, tenant_id, scope_id, ACTIONS[action], messages=[item["id"]])
     if action == "complete":  # the response must fit the message's HITL spec, if it has one
         with db.connection() as conn, db.domain_errors(), hitl.response_errors():
-            return conn.execute(f"SELECT work_complete_checked(%s, %s, %s::jsonb) FROM {GATE} _",
+            return conn.execute(f"SELECT work_complete_checked(%s, %s, %s::jsonb) FROM {ENTER} _",
                                 (tenant_id, scope_id, as_json(item), gate)).fetchone()[0]
     with db.connection() as conn, db.domain_errors():
-        return conn.execute(f"SELECT work_finish(%s, %s, %s, %s::jsonb) FROM {GATE} _",
+        return conn.execute(f"SELECT work_finish(%s, %s, %s, %s::jsonb) FROM {ENTER} _",
                             (tenant_id, scope_id, action, as_json(item), gate)).fetchone()[0]
 
 
@@ -83,9 +83,9 @@ def finish_batch(principal: Principal, scope_id: str, action: str, items: list[d
     gate = guard(principal, tenant_id, scope_id, ACTIONS[action], messages=[str(i) for i in ids if i])
     with db.connection() as conn, db.domain_errors():
         if action == "complete":  # responses checked against the messages' HITL specs
-            return conn.execute(f"SELECT work_complete_batch_checked(%s, %s, %s::jsonb, %s::uuid[]) FROM {GATE} _",
+            return conn.execute(f"SELECT work_complete_batch_checked(%s, %s, %s::jsonb, %s::uuid[]) FROM {ENTER} _",
                                 (tenant_id, scope_id, as_json(items), ids, gate)).fetchone()[0]
-        return conn.execute(f"SELECT work_finish_batch(%s, %s, %s, %s::jsonb, %s::uuid[]) FROM {GATE} _",
+        return conn.execute(f"SELECT work_finish_batch(%s, %s, %s, %s::jsonb, %s::uuid[]) FROM {ENTER} _",
                             (tenant_id, scope_id, action, as_json(items), ids, gate)).fetchone()[0]
 
 

@@ -157,7 +157,7 @@ def claim(principal: Principal, scope_id: str, sub_id: str, batch_size: int,
     tenant_id = require(principal, CONSUME)
     scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), _sub_id(sub_id)
     with db.connection() as conn, db.domain_errors():
-        return conn.execute(f"SELECT work_delivery_claim(%s, %s, %s, %s, %s) FROM {acl.GATE} _",
+        return conn.execute(f"SELECT work_delivery_claim(%s, %s, %s, %s, %s) FROM {acl.ENTER} _",
                             (tenant_id, scope_id, sub_id, batch_size, visibility_timeout_s,
                              acl.guard(principal, tenant_id, scope_id, CONSUME, subscription=sub_id))).fetchone()[0]
 
@@ -169,7 +169,7 @@ def finish(principal: Principal, scope_id: str, sub_id: str, message_id: str, ac
     scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), _sub_id(sub_id)
     item = {**item, "id": parse_id(message_id, MESSAGE_NOT_FOUND)}
     with db.connection() as conn, db.domain_errors(), hitl.response_errors():
-        return conn.execute(f"SELECT work_delivery_finish(%s, %s, %s, %s, %s::jsonb) FROM {acl.GATE} _",
+        return conn.execute(f"SELECT work_delivery_finish(%s, %s, %s, %s, %s::jsonb) FROM {acl.ENTER} _",
                             (tenant_id, scope_id, sub_id, action, as_json(item),
                              acl.guard(principal, tenant_id, scope_id, CONSUME, subscription=sub_id))).fetchone()[0]
 
