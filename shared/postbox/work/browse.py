@@ -37,10 +37,10 @@ SELECT row_to_json(d) FROM work_message_docs d
 WHERE d.id = %(m)s AND d.queue_id = (SELECT work_queue_of(%(s)s, %(q)s)).queue_id
 """
 
-_CHAIN = """
+_CHAIN = f"""
 SELECT row_to_json(d)
 FROM work_messages m JOIN work_message_docs d ON d.id = m.id
-WHERE m.scope_id = (SELECT (work_scope_of(%(t)s, %(s)s)).id FROM work_acl_check(%(acl)s::jsonb) _)
+WHERE m.scope_id = (SELECT (work_scope_of(%(t)s, %(s)s)).id FROM {acl.GATE_NAMED} _)
   AND m.correlation_id = %(c)s
 ORDER BY m.seq LIMIT %(n)s
 """
