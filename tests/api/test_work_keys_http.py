@@ -219,3 +219,15 @@ def test_revoke_ends_the_key_and_its_grace(api, gateway, scope):
     _error(api.post(f"{keys_path(api)}/{key['id']}/revoke"), 409, "SCAIQUEUE_INVALID_TRANSITION")
     _error(api.post(f"{keys_path(api)}/{key['id']}/rotate"), 409, "SCAIQUEUE_INVALID_TRANSITION")
     assert _ok(api.get(f"{keys_path(api)}/{key['id']}"))["state"] == "revoked"
+
+
+def test_a_second_rotation_stops_the_first_secret_at_once(api, gateway, scope):
+    key = mint(api, grace_period_seconds=3600)
+    second = _ok(api.post(f"{keys_path(api)}/{key['id']}/rotate"))
+    third = _ok(api.post(f"{keys_path(api)}/{key['id']}/rotate"))
+    path = f"{W}/scopes/{scope['id']}"
+    with client(gateway.url, key["key"]) as first_c, client(gateway.url, second["key"]) as second_c, \
+            client(gateway.url, third["key"]) as third_c:
+        _error(first_c.get(path), 401, "AUTH_TOKEN_INVALID")
+        _ok(second_c.get(path))  # the secret it replaced, in its grace period
+        _ok(third_c.get(path))
