@@ -308,3 +308,18 @@ def test_entries_go_with_their_queue_and_the_scope_opens_again(api, gateway, sco
         _error(jack.get(f"{W}/scopes/{scope['id']}"), 403, "AUTHZ_PERMISSION_DENIED")
         _ok(api.delete(f"{acl(scope)}/grants/{g['id']}"))  # no grants left: open again
         _ok(jack.get(f"{W}/scopes/{scope['id']}"))
+
+
+def test_deny_is_answered_before_a_response_is_checked_against_its_hitl_spec(api, gateway, scope, jobs):
+    """A denied consumer learns nothing of a message's HITL spec: 403, not the spec's VALIDATION_ERROR."""
+    spec = {"decision": {"field": "decision", "options": ["approve", "reject"]}}
+    message = _ok(api.post(messages(scope, jobs), json={"body": "x", "hitl_spec": spec}), 201)
+    _ok(api.post(messages(scope, jobs) + "/claim", json={}))
+    bad = {"response": {"decision": "maybe"}}
+    base = f"{W}/scopes/{scope['id']}/messages"
+    _error(api.post(f"{base}/{message['id']}/complete", json=bad), 422, "VALIDATION_ERROR")  # what others get
+    with work_key(api, gateway, "kim") as kim:
+        entry(api, scope, jobs, "kim", "consumer", "deny")
+        _error(kim.post(f"{base}/{message['id']}/complete", json=bad), 403, "AUTHZ_PERMISSION_DENIED")
+        _error(kim.post(f"{base}/complete-batch", json={"items": [{"id": message["id"], **bad}]}), 403,
+               "AUTHZ_PERMISSION_DENIED")

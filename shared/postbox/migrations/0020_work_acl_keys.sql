@@ -204,6 +204,61 @@ BEGIN
     RETURN s;
 END $$;
 
+-- complete and complete-batch (as in 0018) check their responses against the messages' HITL specs
+-- before work_finish loads the scope: they now load it (and so check the caller) first, so a denied
+-- actor is refused before anything of the messages is looked at.
+CREATE OR REPLACE FUNCTION work_complete_checked(p_tenant uuid, p_scope uuid, p_item jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_spec jsonb;
+    v_errors jsonb;
+BEGIN
+    PERFORM work_scope_of(p_tenant, p_scope);  -- the caller's ACL first: a denied actor learns nothing of the spec
+    SELECT m.hitl_spec INTO v_spec FROM work_messages m
+    WHERE m.id = (p_item->>'id')::uuid AND m.scope_id = p_scope AND m.tenant_id = p_tenant AND m.state = 'claimed';
+    IF v_spec IS NOT NULL AND (v_spec ? 'decision' OR v_spec ? 'input') THEN
+        v_errors := work_hitl_errors(v_spec, coalesce(p_item->'response', '{}'));
+        IF jsonb_array_length(v_errors) > 0 THEN
+            RAISE EXCEPTION USING ERRCODE = 'PB422', DETAIL = 'VALIDATION_ERROR', HINT = v_errors::text,
+                MESSAGE = 'The response does not fit the message''s HITL spec.';
+        END IF;
+    END IF;
+    RETURN work_finish(p_tenant, p_scope, 'complete', p_item);
+END $$;
+
+CREATE OR REPLACE FUNCTION work_complete_batch_checked(p_tenant uuid, p_scope uuid, p_items jsonb, p_ids uuid[])
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    v_bad jsonb;   -- {position: [{field, message}]}
+    v_keep jsonb;
+    v_keep_ids uuid[];
+    v_done jsonb := '[]';
+BEGIN
+    PERFORM work_scope_of(p_tenant, p_scope);  -- the caller's ACL first, even when no item reaches the finish
+    SELECT jsonb_object_agg(b.n::text, b.errs) INTO v_bad FROM (
+        SELECT i.n, work_hitl_errors(m.hitl_spec, coalesce(i.e->'response', '{}')) AS errs
+        FROM jsonb_array_elements(p_items) WITH ORDINALITY AS i(e, n)
+        JOIN work_messages m ON m.id = p_ids[i.n] AND m.scope_id = p_scope AND m.tenant_id = p_tenant
+                            AND m.state = 'claimed'
+        WHERE m.hitl_spec IS NOT NULL AND (m.hitl_spec ? 'decision' OR m.hitl_spec ? 'input')
+    ) b WHERE jsonb_array_length(b.errs) > 0;
+    IF v_bad IS NULL THEN
+        RETURN work_finish_batch(p_tenant, p_scope, 'complete', p_items, p_ids);
+    END IF;
+    SELECT coalesce(jsonb_agg(i.e ORDER BY i.n), '[]'), array_agg(p_ids[i.n] ORDER BY i.n) INTO v_keep, v_keep_ids
+    FROM jsonb_array_elements(p_items) WITH ORDINALITY AS i(e, n) WHERE NOT v_bad ? i.n::text;
+    IF jsonb_array_length(v_keep) > 0 THEN
+        v_done := work_finish_batch(p_tenant, p_scope, 'complete', v_keep, v_keep_ids);
+    END IF;
+    RETURN (SELECT jsonb_agg(CASE WHEN v_bad ? t.n::text
+                THEN jsonb_build_object('id', t.e->'id', 'ok', false, 'error', jsonb_build_object(
+                     'code', 'VALIDATION_ERROR', 'message', 'The response does not fit the message''s HITL spec.',
+                     'details', v_bad->(t.n::text)))
+                ELSE v_done->(t.k::int - 1) END ORDER BY t.n)
+            FROM (SELECT i.n, i.e, count(*) FILTER (WHERE NOT v_bad ? i.n::text) OVER (ORDER BY i.n) AS k
+                  FROM jsonb_array_elements(p_items) WITH ORDINALITY AS i(e, n)) t);
+END $$;
+
 -- ---- trusted scopes and cross-scope routing -----------------------------------------------------
 
 -- The identity mode of the trust that lets scope p_from route into queue p_queue (external id) of
