@@ -17,7 +17,7 @@ from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder, Rou
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
 from postbox import inputs
-from postbox.errors import PostboxError, Unauthorized
+from postbox.errors import Forbidden, PostboxError, Unauthorized
 from postbox.tenancy import Principal
 
 logger = logging.getLogger("postbox.api")
@@ -26,8 +26,9 @@ Envelope = Callable[[int, str, str, dict[str, Any]], dict[str, Any]]
 
 
 def principal_from(context: dict[str, Any] | None) -> Principal | None:
-    """The authorizer's answer (requestContext.authorizer.lambda) as a Principal, if a key was valid."""
-    if not context or str(context.get("authenticated")).lower() != "true":
+    """The authorizer's answer (requestContext.authorizer.lambda) as a Principal, if a key was valid
+    and its own limits (a work key's scopes and addresses) let this request through."""
+    if not context or str(context.get("authenticated")).lower() != "true" or context.get("refused"):
         return None
     return Principal(
         tenant_id=context["tenant_id"],
@@ -194,6 +195,8 @@ class SurfaceResolver(APIGatewayHttpResolver):
         """The caller, or 401 in the surface's envelope when no valid key came with the request."""
         context = self.current_event.request_context.authorizer.get_lambda
         found = principal_from(context)
+        if found is None and (context or {}).get("refused"):
+            raise Forbidden(context["refused"])
         if found is None:
             reason = (context or {}).get("reason") or "No valid session or key."
             raise Unauthorized(reason)

@@ -65,9 +65,11 @@ class LocalGateway:
         self.timeout_s = timeout_s
 
     def handle(
-        self, method: str, path: str, query: str, headers: list[tuple[str, str]], body: bytes
+        self, method: str, path: str, query: str, headers: list[tuple[str, str]], body: bytes,
+        source_ip: str = "127.0.0.1",
     ) -> HttpResponse:
-        """One request, synchronously: route, authorize, invoke, translate."""
+        """One request, synchronously: route, authorize, invoke, translate. `source_ip` is the client's
+        address, as API Gateway puts it in `requestContext.http.sourceIp`."""
         docs = apidocs.serve(method, path)
         if docs is not None:
             return docs
@@ -78,7 +80,7 @@ class LocalGateway:
             return TOO_LARGE
         route, params = found
         event = http_event(method, path, query=query, headers=headers, body=body, route=route,
-                           path_parameters=params)
+                           path_parameters=params, source_ip=source_ip)
         if _size(event) > MAX_EVENT_BYTES:
             return TOO_LARGE
         answer = invoke(AUTHORIZER, authorizer_event(event), "authorizer", self.timeout_s)
@@ -136,6 +138,7 @@ class LocalGateway:
             scope.get("query_string", b"").decode("latin-1"),
             headers,
             b"".join(chunks),
+            (scope.get("client") or ("127.0.0.1", 0))[0],
         )
         await _answer(send, response)
 
