@@ -244,6 +244,7 @@ def _scope_routes(scope, queue, message_id, sub_id):
         ("POST", s + "/subscriptions", {"subscriber_type": "agent", "subscriber_id": "a", "queue_id": queue["id"]}),
         ("GET", s + "/subscriptions", None), ("GET", sub, None), ("PATCH", sub, {"max_in_flight": 5}),
         ("POST", sub + "/pause", None), ("POST", sub + "/resume", None), ("POST", sub + "/claim", {}),
+        ("GET", sub + "/deliveries", None),
         *[("POST", f"{sub}/messages/{message_id}/{a}", {}) for a in ("complete", "fail", "release")],
         ("DELETE", sub, None),
         ("POST", f"{W}/subscriptions/{sub_id}/check-processed", {"message_ids": [message_id]}),

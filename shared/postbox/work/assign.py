@@ -12,6 +12,7 @@ from typing import Any
 
 from .. import db
 from ..tenancy import Principal, require
+from . import acl
 from .common import CONSUME, SCOPE_NOT_FOUND, decode_cursor, page, parse_id
 from .subscriptions import sub_id_of
 
@@ -22,7 +23,8 @@ _LIST = """
 SELECT d.seq, v.doc
 FROM work_deliveries d
 JOIN work_delivery_docs v ON v.subscription_id = d.subscription_id AND v.message_id = d.message_id
-WHERE d.subscription_id = (SELECT (work_subscription_of(%(t)s, %(s)s, %(x)s, false)).id)
+WHERE d.subscription_id = (SELECT (work_subscription_of(%(t)s, %(s)s, %(x)s, false)).id
+                          FROM work_acl_check(%(acl)s::jsonb) _)
   AND d.state = %(state)s AND d.seq > %(after)s
 ORDER BY d.seq LIMIT %(n)s
 """
@@ -36,7 +38,9 @@ def list_deliveries(principal: Principal, scope_id: str, sub_id: str, state: str
     after = decode_cursor(cursor) or 0
     with db.connection() as conn, db.domain_errors():
         rows = conn.execute(_LIST, {"t": tenant_id, "s": scope_id, "x": sub_id, "state": state,
-                                    "after": int(after), "n": limit + 1}).fetchall()
+                                    "after": int(after), "n": limit + 1,
+                                    "acl": acl.guard(principal, tenant_id, scope_id, CONSUME,
+                                                     subscription=sub_id)}).fetchall()
     rows, nxt = page(rows, limit, lambda r: r[0])
     return [r[1] for r in rows], nxt
 
