@@ -196,6 +196,11 @@ ROUTES: tuple[Route, ...] = tuple(
         ("GET", WORK + "/scopes/{scope_id}/streams/{stream_id}"),
         ("POST", WORK + "/scopes/{scope_id}/streams/{stream_id}/cancel"),
         ("GET", WORK + "/scopes/{scope_id}/streams/{stream_id}/assembled"),
+        ("POST", WORK + "/tenants/{tenant_id}/data-erasure"),
+        ("GET", WORK + "/tenants/{tenant_id}/data-erasure/jobs/{job_id}"),
+        ("POST", WORK + "/tenants/{tenant_id}/data-export"),
+        ("GET", WORK + "/tenants/{tenant_id}/data-export/jobs/{job_id}"),
+        ("GET", WORK + "/tenants/{tenant_id}/data-export/jobs/{job_id}/download"),
     )
     # (each surface adds its own `+ _rows("<function>", ...)` block above this line)
 )
