@@ -215,8 +215,10 @@ def run_batch(batch: int = BATCH) -> int | None:
         if job_id is None:
             raise
         log.exception("GDPR job %s: a batch failed", job_id)
-        with db.connection() as conn:
+        with db.transaction() as conn:
             conn.execute(_FAILED, {"id": job_id, "error": f"{type(e).__name__}: {e}"[:1000], "max": MAX_ATTEMPTS})
+            conn.execute("DELETE FROM work_gdpr_export_parts WHERE job_id = %(id)s AND EXISTS"
+                         " (SELECT 1 FROM work_gdpr_jobs WHERE id = %(id)s AND state = 'failed')", {"id": job_id})
         return 0
 
 
