@@ -180,15 +180,21 @@ def test_delete_removes_only_the_actors_rows_and_keeps_counters_right(tenant):
 def test_progress_across_bounded_runs(tenant):
     w = World(tenant)
     job = gdpr.submit(w.a, tenant.tenant_id, "erasure", {"actor_type": "api_key", "actor_id": w.a.key_id})
-    seen = []
+    seen, states, step_states = [], [], []
     for _ in range(10_000):
         doc = gdpr.status(w.a, tenant.tenant_id, "erasure", job["job_id"])
         seen.append(doc["progress"]["steps"][1]["processed"])  # messages
+        states.append((doc["state"], doc["started_at"] is not None, doc["completed_at"] is not None))
+        step_states.append({k: [st["state"] for st in doc["progress"]["steps"]].count(k)
+                            for k in ("done", "running", "pending")})
         if doc["state"] == "completed":
             break
         gdpr.run_batch(3)
     assert doc["mode"] == "redact"
     assert seen[-1] == 8 and {3, 6} <= set(seen)  # three at a time: 3, 6, then 8
+    assert states[0] == ("queued", False, False) and states[-1] == ("completed", True, True)
+    assert ("running", True, False) in states
+    assert {"done": 1, "running": 1, "pending": 3} in step_states  # events done, messages under way
 
 
 def test_two_runs_at_once_never_process_a_row_twice(tenant):
@@ -266,3 +272,25 @@ def test_another_tenant_and_missing_jobs_are_not_found(tenant, make_tenant):
     assert e.value.code == gdpr.JOB_NOT_FOUND
     with pytest.raises(Forbidden):
         gdpr.submit(tenant.principal_for("write"), tenant.tenant_id, "export", {"actor_type": "user", "actor_id": "x"})
+
+
+def test_a_step_added_to_the_list_runs_in_its_turn(tenant, monkeypatch):
+    """Another table's step (an audit journal's) joins erasure by one SQL function of the steps'
+    signature and one row in the list."""
+    with db.connection() as conn:
+        conn.execute("""
+            CREATE OR REPLACE FUNCTION work_gdpr_erase_probe(j work_gdpr_jobs, p_after text, p_limit int,
+                                                             OUT n int, OUT last text)
+            LANGUAGE sql AS $$ SELECT 2, CASE WHEN p_after IS NULL THEN 'again' END $$""")
+    try:
+        steps = (*gdpr.ERASURE, gdpr.Step("probe", "work_gdpr_erase_probe"))
+        monkeypatch.setattr(gdpr, "ERASURE", steps)
+        monkeypatch.setitem(gdpr.STEPS, "erasure", steps)
+        job = gdpr.submit(tenant.principal, tenant.tenant_id, "erasure", {"actor_type": "user", "actor_id": "p"})
+        _finish(job["job_id"])
+        doc = gdpr.status(tenant.principal, tenant.tenant_id, "erasure", job["job_id"])
+        assert [s["name"] for s in doc["progress"]["steps"]][-1] == "probe"
+        assert doc["progress"]["steps"][-1] == {"name": "probe", "state": "done", "processed": 4}  # two batches
+    finally:
+        with db.connection() as conn:
+            conn.execute("DROP FUNCTION work_gdpr_erase_probe(work_gdpr_jobs, text, int)")
