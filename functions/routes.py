@@ -190,6 +190,7 @@ ROUTES: tuple[Route, ...] = tuple(
         ("PATCH", WORK_SUB),
         ("DELETE", WORK_SUB),
         *[("POST", WORK_SUB + "/" + action) for action in ("pause", "resume", "claim")],
+        ("GET", WORK_SUB + "/deliveries"),
         *[("POST", WORK_SUB + "/messages/{msg_id}/" + action) for action in ("complete", "fail", "release")],
         ("POST", WORK + "/subscriptions/{sub_id}/check-processed"),
         ("GET", WORK + "/scopes/{scope_id}/streams"),

@@ -127,6 +127,14 @@ AGENTS: tuple[Agent, ...] = (
         local_every_seconds=1,
     ),
     Agent(
+        "work-auto-claim",
+        "functions.agents.work.auto_claim",
+        60,
+        "Work surface: claims the waiting deliveries of auto_claim subscriptions for their"
+        " subscribers, within max_in_flight, as earlier claims end or run out.",
+        local_every_seconds=1,
+    ),
+    Agent(
         "work-gdpr",
         "functions.agents.work_gdpr.handler",
         60,

@@ -41,7 +41,8 @@ def _missing() -> NotFound:
     return NotFound("Subscription not found.", code=SUBSCRIPTION_NOT_FOUND)
 
 
-def _sub_id(value: str) -> str:
+def sub_id_of(value: str) -> str:
+    """A path's subscription id; anything that is not a UUID names no subscription (404)."""
     try:
         return str(uuid.UUID(str(value)))
     except ValueError:
@@ -109,7 +110,7 @@ def list_subscriptions(principal: Principal, scope_id: str) -> list[dict[str, An
 
 def get(principal: Principal, scope_id: str, sub_id: str) -> dict[str, Any]:
     tenant_id = require(principal, VIEW)
-    scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), _sub_id(sub_id)
+    scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), sub_id_of(sub_id)
     with db.connection() as conn:
         _scope(conn, tenant_id, scope_id)
         return _one(conn, scope_id, sub_id)
@@ -119,7 +120,7 @@ def update(principal: Principal, scope_id: str, sub_id: str, fields: dict[str, A
     """PATCH filter, delivery_mode, push_url, auto_claim, max_in_flight; pause and resume set `state`.
     Switching to push makes the signing secret (answered this once) if the subscription has none."""
     tenant_id = require(principal, MANAGE)
-    scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), _sub_id(sub_id)
+    scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), sub_id_of(sub_id)
     cols = {k: fields[k] for k in ("delivery_mode", "auto_claim", "max_in_flight", "state", "push_url")
             if k in fields}
     if "filter" in fields:
@@ -144,7 +145,7 @@ def update(principal: Principal, scope_id: str, sub_id: str, fields: dict[str, A
 def delete(principal: Principal, scope_id: str, sub_id: str) -> None:
     """Delete a subscription and its deliveries; broadcast messages waiting only for it settle."""
     tenant_id = require(principal, MANAGE)
-    scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), _sub_id(sub_id)
+    scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), sub_id_of(sub_id)
     with db.transaction() as conn:
         _scope(conn, tenant_id, scope_id)
         ids = conn.execute("SELECT message_id FROM work_deliveries WHERE subscription_id = %s"
@@ -159,7 +160,7 @@ def claim(principal: Principal, scope_id: str, sub_id: str, batch_size: int,
           visibility_timeout_s: int | None) -> list[dict[str, Any]]:
     """Pull: up to batch_size of the subscription's pending deliveries, within max_in_flight."""
     tenant_id = require(principal, CONSUME)
-    scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), _sub_id(sub_id)
+    scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), sub_id_of(sub_id)
     with db.connection() as conn, db.domain_errors():
         return conn.execute("SELECT work_delivery_claim(%s, %s, %s, %s, %s)",
                             (tenant_id, scope_id, sub_id, batch_size, visibility_timeout_s)).fetchone()[0]
@@ -169,7 +170,7 @@ def finish(principal: Principal, scope_id: str, sub_id: str, message_id: str, ac
            item: dict[str, Any]) -> dict[str, Any]:
     """complete | fail | release the subscription's delivery of one message."""
     tenant_id = require(principal, CONSUME)
-    scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), _sub_id(sub_id)
+    scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), sub_id_of(sub_id)
     item = {**item, "id": parse_id(message_id, MESSAGE_NOT_FOUND)}
     with db.connection() as conn, db.domain_errors(), hitl.response_errors():
         return conn.execute("SELECT work_delivery_finish(%s, %s, %s, %s, %s::jsonb)",
@@ -179,7 +180,7 @@ def finish(principal: Principal, scope_id: str, sub_id: str, message_id: str, ac
 def processed(principal: Principal, sub_id: str, message_ids: list[str]) -> dict[str, bool]:
     """{message_id: bool}: whether the subscription has completed each message (ids as given)."""
     tenant_id = require(principal, CONSUME)
-    sub_id = _sub_id(sub_id)
+    sub_id = sub_id_of(sub_id)
     parsed: dict[str, str | None] = {}
     for given in message_ids:
         try:
