@@ -210,6 +210,11 @@ ROUTES: tuple[Route, ...] = tuple(
         ("POST", WORK_KEYS + "/{key_id}/rotate"),
         ("POST", WORK_KEYS + "/{key_id}/revoke"),
         ("GET", WORK + "/whoami"),
+        ("POST", WORK + "/tenants/{tenant_id}/data-erasure"),
+        ("GET", WORK + "/tenants/{tenant_id}/data-erasure/jobs/{job_id}"),
+        ("POST", WORK + "/tenants/{tenant_id}/data-export"),
+        ("GET", WORK + "/tenants/{tenant_id}/data-export/jobs/{job_id}"),
+        ("GET", WORK + "/tenants/{tenant_id}/data-export/jobs/{job_id}/download"),
     )
     # (each surface adds its own `+ _rows("<function>", ...)` block above this line)
 )

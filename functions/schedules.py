@@ -134,5 +134,13 @@ AGENTS: tuple[Agent, ...] = (
         " subscribers, within max_in_flight, as earlier claims end or run out.",
         local_every_seconds=1,
     ),
+    Agent(
+        "work-gdpr",
+        "functions.agents.work_gdpr.handler",
+        60,
+        "Work surface: works through GDPR erasure and export jobs in bounded batches (500 rows each),"
+        " resumable; writes finished exports and removes expired ones.",
+        local_every_seconds=1,
+    ),
     # (each surface adds its agents above this line)
 )

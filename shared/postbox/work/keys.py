@@ -22,7 +22,7 @@ from .. import db
 from ..errors import Conflict, Forbidden, NotFound
 from ..tenancy import KEY_PREFIX, WORK_ROLE, Principal, hash_key, require
 from .acl import invalid_field, parse_body_id
-from .common import INVALID_TRANSITION, MANAGE, SCOPE_NOT_FOUND, parse_id
+from .common import INVALID_TRANSITION, MANAGE, SCOPE_NOT_FOUND, own_tenant, parse_id
 
 KEY_NOT_FOUND = "SCAIQUEUE_API_KEY_NOT_FOUND"
 
@@ -38,15 +38,8 @@ _DOC = """jsonb_build_object(
 
 
 def _tenant(principal: Principal, tenant_id: str) -> str:
-    """The caller's tenant, which the path must name (anything else is 404, like a missing tenant)."""
-    own = require(principal, MANAGE)
-    try:
-        named = parse_id(tenant_id, SCOPE_NOT_FOUND)
-    except NotFound:
-        named = None
-    if named != own:
-        raise NotFound("Tenant not found.", code="NOT_FOUND")
-    return own
+    """The caller's tenant, which the path must name (`own_tenant`); needs manage."""
+    return own_tenant(require(principal, MANAGE), tenant_id)
 
 
 def _missing() -> NotFound:
