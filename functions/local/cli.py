@@ -58,7 +58,8 @@ def _dev(args: argparse.Namespace) -> int:
         print(f"  requests:  one line each on stderr{' (off: --quiet)' if args.quiet else ' (--quiet silences)'}")
         print(f"  try: curl -s -H 'apikey: {key}' {base}/api/v1/queues", flush=True)
         if workers == 1:
-            uvicorn.run(LocalGateway(request_log=not args.quiet), host=args.host, port=args.port, log_level="warning", lifespan="on")
+            uvicorn.run(LocalGateway(request_log=not args.quiet), host=args.host, port=args.port, log_level="warning",
+                        lifespan="on")
         else:  # uvicorn's supervisor: it binds the port once and restarts a worker that dies
             uvicorn.run("functions.local.gateway:worker_app", factory=True, workers=workers, host=args.host,
                         port=args.port, log_level="warning", lifespan="on")

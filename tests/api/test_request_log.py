@@ -7,11 +7,11 @@ import logging
 import re
 
 import pytest
-from support.http import GatewayServer, client
 
 from functions.local import cli, requestlog
 from functions.local.gateway import LocalGateway
 from postbox import tenancy
+from support.http import GatewayServer, client
 
 LINE = re.compile(r"(?P<method>[A-Z]+) (?P<path>\S+) (?P<status>\d{3}) (?P<ms>\d+\.\d) ms tenant=(?P<tenant>\S+)")
 
@@ -95,6 +95,7 @@ def test_postbox_dev_workers_each_write_their_requests_to_stderr(database_url, t
     import time
 
     import httpx
+
     from support.http import free_port
 
     port = free_port()
@@ -121,6 +122,6 @@ def test_postbox_dev_workers_each_write_their_requests_to_stderr(database_url, t
             proc.terminate()
             proc.wait(timeout=30)
     logged = [_fields(m.group(0)) for m in LINE.finditer(err.read_text())]
-    assert ("GET", "/api/v1/queues/ready-probe", "401", "-") in [
-        (f["method"], f["path"], f["status"], f["tenant"]) for f in logged]
-    assert ("GET", "/api/v1/queues", "200", "dev") in [(f["method"], f["path"], f["status"], f["tenant"]) for f in logged]
+    seen = [(f["method"], f["path"], f["status"], f["tenant"]) for f in logged]
+    assert ("GET", "/api/v1/queues/ready-probe", "401", "-") in seen
+    assert ("GET", "/api/v1/queues", "200", "dev") in seen
