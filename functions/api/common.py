@@ -5,6 +5,8 @@ unexpected) to the surface's own error envelope."""
 from __future__ import annotations
 
 import base64
+import contextlib
+import functools
 import json
 import logging
 import re
@@ -59,6 +61,8 @@ def validation_details(error: RequestValidationError) -> list[dict[str, Any]]:
 
 
 _LOCATIONS = ("body", "query", "path", "header", "cookie")
+_plain_json = functools.partial(json.dumps, separators=(",", ":"))
+"""Powertools' serializer without its encoder's fallbacks: a value it cannot take raises."""
 
 
 def field_of(loc: list[Any] | tuple[Any, ...]) -> str:
@@ -151,6 +155,21 @@ class SurfaceResolver(APIGatewayHttpResolver):
     def resolve(self, event: dict, context: Any) -> dict:
         self._local.event = self._to_proxy_event(event)
         return super().resolve(event, context)
+
+    def _to_response(self, result: Any) -> Any:
+        """A route's dict or list answer, serialized here when it holds JSON types only. Powertools
+        would first walk it with `jsonable_encoder` (several Python calls per value: 80 % of a
+        pop(100)'s time in its handler), which leaves such a value as it is, then serialize it with
+        `json.dumps` as below: the bytes are the same. Anything else (a model, a datetime) and a
+        route that declares its return type (validated against it) take Powertools' path."""
+        response = super()._to_response(result)
+        body = getattr(response, "body", None)
+        if isinstance(body, dict | list):
+            route = self.context.get("_route")
+            if route is not None and route.dependant.return_param is None:
+                with contextlib.suppress(TypeError, ValueError):  # not JSON types only: Powertools encodes it
+                    response.body = _plain_json(body)
+        return response
 
     def _call_route(self, route: Route, route_arguments: dict[str, str]) -> ResponseBuilder:
         try:

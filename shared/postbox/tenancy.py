@@ -147,6 +147,12 @@ def tenant_id_by_name(name: str) -> str | None:
         return str(row[0]) if row else None
 
 
+def tenant_name(tenant_id: str) -> str | None:
+    with db.transaction() as conn:
+        row = conn.execute("SELECT name FROM tenants WHERE id = %s", (tenant_id,)).fetchone()
+        return row[0] if row else None
+
+
 def create_project(tenant_id: str, name: str) -> str:
     """A new project of the tenant; its name is unique in the tenant (409 when taken)."""
     names.PROJECT.check(name)
