@@ -184,7 +184,7 @@ class DevServer:
                "PYTHONWARNINGS": "ignore::UserWarning", **self.env}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "functions.local.cli", "dev", "--port", str(self.port), "--state-dir",
-             str(self.state), "--workers", str(self.workers)],
+             str(self.state), "--workers", str(self.workers), "--quiet"],  # no request log: it costs per request
             cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 120
         while True:

@@ -16,6 +16,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -31,32 +32,48 @@ def percentile(samples: list[float], p: float) -> float:
     return statistics.quantiles(samples, n=100)[int(p) - 1] if len(samples) > 1 else samples[0]
 
 
-def _import_ms(module: str) -> float:
-    out = subprocess.run([sys.executable, "-X", "importtime", "-c", f"import {module}"], capture_output=True,
-                         text=True, check=True, cwd=Path(__file__).resolve().parents[1]).stderr
-    last = [line for line in out.splitlines() if line.rstrip().endswith(f"| {module}")][-1]
-    return int(last.split("|")[1]) / 1000
+_IMPORT = ("import time; cpu = time.process_time(); wall = time.perf_counter(); import {m};"
+           " print(time.process_time() - cpu, time.perf_counter() - wall)")
 
 
-def import_times(modules: tuple[str, ...], runs: int) -> dict[str, float]:
-    """Median cumulative import time of each module in fresh interpreters, taking turns so the
-    machine's load falls on all of them alike."""
-    samples: dict[str, list[float]] = {m: [] for m in modules}
+def _import_env() -> dict[str, str]:
+    """Fresh interpreters that read every module from bytecode, as Lambda reads the layers and the
+    functions zip (both ship .pyc files): a cache folder of their own, filled by a first import."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="postbox-bench-pyc-")
+    return env
+
+
+def _import_ms(module: str, env: dict[str, str]) -> tuple[float, float]:
+    """(CPU ms, wall ms) of importing `module` in a fresh interpreter."""
+    out = subprocess.run([sys.executable, "-c", _IMPORT.format(m=module)], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parents[1], env=env).stdout.split()
+    return float(out[0]) * 1000, float(out[1]) * 1000
+
+
+def import_times(modules: tuple[str, ...], runs: int) -> dict[str, tuple[float, float]]:
+    """Median (CPU, wall) import time of each module in fresh interpreters, taking turns so the
+    machine's load falls on all of them alike. CPU time is the figure: the wall time of a cold
+    import on a loaded machine is mostly waiting for a core."""
+    env = _import_env()
+    for m in modules:
+        _import_ms(m, env)  # writes the bytecode
+    samples: dict[str, list[tuple[float, float]]] = {m: [] for m in modules}
     for _ in range(runs):
         for m in modules:
-            samples[m].append(_import_ms(m))
-    return {m: statistics.median(v) for m, v in samples.items()}
+            samples[m].append(_import_ms(m, env))
+    return {m: (statistics.median(c for c, _ in v), statistics.median(w for _, w in v)) for m, v in samples.items()}
 
 
 def cold_imports(table: common.Table, runs: int) -> None:
     common.progress(f"cold imports, {runs} fresh interpreters each")
     ref = "bench.reference.minimal_handler"
     times = import_times((ref, "functions.api.queues", "functions.authorizer"), runs)
-    table.row("a. import functions.api.queues", runs, f"{times['functions.api.queues']:.0f} ms",
-              f"{times[ref]:.0f} ms", times["functions.api.queues"] / times[ref],
-              "reference = minimal handler; goal <= 1.00")
-    table.row("a. import functions.authorizer", runs, f"{times['functions.authorizer']:.0f} ms",
-              f"{times[ref]:.0f} ms", times["functions.authorizer"] / times[ref], "goal <= 0.50")
+    (ref_cpu, ref_wall) = times[ref]
+    for module, goal in (("functions.api.queues", "1.00"), ("functions.authorizer", "0.50")):
+        cpu, wall = times[module]
+        table.row(f"a. import {module}", runs, f"{cpu:.0f} ms", f"{ref_cpu:.0f} ms", cpu / ref_cpu,
+                  f"CPU time; reference = minimal handler; goal <= {goal} (wall {wall:.0f} vs {ref_wall:.0f} ms)")
 
 
 async def _bare_app(scope, receive, send) -> None:

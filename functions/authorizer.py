@@ -4,11 +4,18 @@ It resolves the key (`Authorization: Bearer <key>` or `apikey: <key>`) to a tena
 role, and always answers isAuthorized=true with that answer in the context: each surface decides
 what an anonymous caller may do (a public stream is readable without a key) and shapes its own
 401 body, which API Gateway's bare 403 for a denied request could not do.
+
+A work API key may be limited to some scopes (the request's path must name one of them) and to
+some client addresses (the event's source IP must fall in one of its CIDRs); a request outside its
+limits carries `refused` in the context, which every surface answers 403.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import re
 import time
+from functools import lru_cache
 from typing import Any
 
 from functions.observability import instrument
@@ -48,17 +55,49 @@ def clear_cache() -> None:
     _cache.clear()
 
 
-def authorize(headers: dict[str, str] | None) -> dict[str, Any]:
-    """The simple-response answer for a request with these headers."""
+WORK_MOUNT = "/v1/modules/scaiqueue"
+_SCOPE_IN_PATH = re.compile(re.escape(WORK_MOUNT) + r"/scopes/([^/]+)")
+# Paths a key limited to some scopes may use without naming one: who it is.
+_SCOPELESS = {WORK_MOUNT + "/whoami"}
+
+
+@lru_cache(maxsize=1024)
+def _networks(cidrs: tuple[str, ...]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    return tuple(ipaddress.ip_network(c, strict=False) for c in cidrs)
+
+
+def refusal(principal: Principal, path: str | None, source_ip: str | None) -> str | None:
+    """Why a key's own limits refuse this request (None: they do not): the scope its path names
+    must be one of the key's `allowed_scopes`, its source address in one of its `ip_allowlist` CIDRs."""
+    if principal.ip_allowlist is not None:
+        try:
+            address = ipaddress.ip_address(source_ip or "")
+        except ValueError:
+            return "This key is limited to some client addresses, and the request's is unknown."
+        if not any(address in net for net in _networks(principal.ip_allowlist)):
+            return f"This key is not allowed from {address}."
+    if principal.allowed_scopes is not None and (path or "") not in _SCOPELESS:
+        found = _SCOPE_IN_PATH.match(path or "")
+        if found is None:
+            return "This key is limited to some scopes and may only call routes under them."
+        if found.group(1).lower() not in {s.lower() for s in principal.allowed_scopes}:
+            return "This key is not allowed in this scope."
+    return None
+
+
+def authorize(headers: dict[str, str] | None, path: str | None = None, source_ip: str | None = None) -> dict[str, Any]:
+    """The simple-response answer for a request with these headers, path and client address."""
     key = key_from_headers(headers)
     if not key:
         return {"isAuthorized": True, "context": {"authenticated": False, "reason": "No valid session or key."}}
     principal = _resolve(key)
     if principal is None:
         return {"isAuthorized": True, "context": {"authenticated": False, "reason": "Invalid or expired key."}}
+    refused = refusal(principal, path, source_ip)
     return {
         "isAuthorized": True,
         "context": {
+            **({"refused": refused} if refused else {}),
             "authenticated": True,
             "tenant_id": principal.tenant_id,
             "project_id": principal.project_id or "",
@@ -73,4 +112,5 @@ def authorize(headers: dict[str, str] | None) -> dict[str, Any]:
 
 @lambda_handler
 def handler(event: dict, context: Any) -> dict:
-    return authorize(event.get("headers"))
+    http = (event.get("requestContext") or {}).get("http") or {}
+    return authorize(event.get("headers"), event.get("rawPath"), http.get("sourceIp"))

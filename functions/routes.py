@@ -51,6 +51,8 @@ WORK_QUEUE = WORK + "/scopes/{scope_id}/queues/{queue_id}"
 WORK_RULES = WORK + "/scopes/{scope_id}/routing-rules"
 WORK_SCHEMAS = WORK + "/scopes/{scope_id}/schemas"
 WORK_SUB = WORK + "/scopes/{scope_id}/subscriptions/{sub_id}"
+WORK_ACL = WORK + "/scopes/{scope_id}/acl"
+WORK_KEYS = WORK + "/tenants/{tenant_id}/api-keys"
 DURABLE_HOSTED = "/{account}/{stream}"  # the hosted form's stream: `{stream}` is `s.{name}`
 DURABLE_METHODS = ("GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS")
 
@@ -190,12 +192,29 @@ ROUTES: tuple[Route, ...] = tuple(
         ("PATCH", WORK_SUB),
         ("DELETE", WORK_SUB),
         *[("POST", WORK_SUB + "/" + action) for action in ("pause", "resume", "claim")],
+        ("GET", WORK_SUB + "/deliveries"),
         *[("POST", WORK_SUB + "/messages/{msg_id}/" + action) for action in ("complete", "fail", "release")],
         ("POST", WORK + "/subscriptions/{sub_id}/check-processed"),
         ("GET", WORK + "/scopes/{scope_id}/streams"),
         ("GET", WORK + "/scopes/{scope_id}/streams/{stream_id}"),
         ("POST", WORK + "/scopes/{scope_id}/streams/{stream_id}/cancel"),
         ("GET", WORK + "/scopes/{scope_id}/streams/{stream_id}/assembled"),
+        ("GET", WORK_ACL),
+        *[("POST", WORK_ACL + "/" + part) for part in ("grants", "queue-acl", "trusted-scopes")],
+        ("DELETE", WORK_ACL + "/grants/{grant_id}"),
+        ("DELETE", WORK_ACL + "/queue-acl/{entry_id}"),
+        ("DELETE", WORK_ACL + "/trusted-scopes/{trust_id}"),
+        ("POST", WORK_KEYS),
+        ("GET", WORK_KEYS),
+        ("GET", WORK_KEYS + "/{key_id}"),
+        ("POST", WORK_KEYS + "/{key_id}/rotate"),
+        ("POST", WORK_KEYS + "/{key_id}/revoke"),
+        ("GET", WORK + "/whoami"),
+        ("POST", WORK + "/tenants/{tenant_id}/data-erasure"),
+        ("GET", WORK + "/tenants/{tenant_id}/data-erasure/jobs/{job_id}"),
+        ("POST", WORK + "/tenants/{tenant_id}/data-export"),
+        ("GET", WORK + "/tenants/{tenant_id}/data-export/jobs/{job_id}"),
+        ("GET", WORK + "/tenants/{tenant_id}/data-export/jobs/{job_id}/download"),
         ("GET", WORK + "/scopes/{scope_id}/audit"),
         ("GET", WORK + "/scopes/{scope_id}/audit/trace/{correlation_id}"),
         ("GET", WORK + "/scopes/{scope_id}/audit/stats"),

@@ -126,5 +126,21 @@ AGENTS: tuple[Agent, ...] = (
         " a 2xx within 10 s completes one, anything else retries it with backoff.",
         local_every_seconds=1,
     ),
+    Agent(
+        "work-auto-claim",
+        "functions.agents.work.auto_claim",
+        60,
+        "Work surface: claims the waiting deliveries of auto_claim subscriptions for their"
+        " subscribers, within max_in_flight, as earlier claims end or run out.",
+        local_every_seconds=1,
+    ),
+    Agent(
+        "work-gdpr",
+        "functions.agents.work_gdpr.handler",
+        60,
+        "Work surface: works through GDPR erasure and export jobs in bounded batches (500 rows each),"
+        " resumable; writes finished exports and removes expired ones.",
+        local_every_seconds=1,
+    ),
     # (each surface adds its agents above this line)
 )

@@ -8,7 +8,9 @@ By kind of function (from the route and schedule tables, never a list here):
   encryption key ring;
 * functions that take messages into a queue with a consumer (the surfaces serving the queues
   routes, and the dispatcher itself): invoking the consumer-dispatch agent, asynchronously;
-* agents: sending their failed runs to the failures queue; the dispatcher: invoking the consumers.
+* agents: sending their failed runs to the failures queue; the dispatcher: invoking the consumers;
+* GDPR exports: the work-gdpr agent puts them in the export bucket, the surface serving the export
+  routes reads them (to presign download URLs); both under `exports/` only.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pulumi_aws as aws
 
 from functions import routes as route_table
 from functions import schedules as agent_table
+from infra import exports
 from infra.database import APP_USER, DB_NAME, LISTEN_USER, Database
 from infra.network import PG_PORT
 from infra.secrets import Secrets
@@ -28,6 +31,7 @@ from infra.settings import Settings
 AUTHORIZER = "authorizer"
 MIGRATE = "migrate"
 CONSUMER_DISPATCH = "consumer-dispatch"
+EXPORT_AGENT = "work-gdpr"
 SURFACE, AGENT = "surface", "agent"
 
 # What the AWS managed AWSLambdaVPCAccessExecutionRole grants, on "*" as it does. Lambda manages the
@@ -70,6 +74,7 @@ class Context:
     failures: aws.sqs.Queue
     consumer_arn: pulumi.Output[str]  # the consumer functions (consumerFunctionPattern)
     function_arn_prefix: pulumi.Output[str]  # arn:...:function:
+    exports: aws.s3.Bucket  # the GDPR export bucket
 
 
 def has_dispatcher() -> bool:
@@ -85,6 +90,17 @@ def starts_dispatches(spec: Spec) -> bool:
         return spec.name == CONSUMER_DISPATCH
     return spec.kind == SURFACE and any(
         r.function == spec.name and r.path.startswith(route_table.QUEUES) for r in route_table.ROUTES
+    )
+
+
+def writes_exports(spec: Spec) -> bool:
+    return spec.kind == AGENT and spec.name == EXPORT_AGENT
+
+
+def serves_exports(spec: Spec) -> bool:
+    """The surface whose routes answer export statuses and downloads (it presigns their URLs)."""
+    return spec.kind == SURFACE and any(
+        r.function == spec.name and "/data-export/" in r.path for r in route_table.ROUTES
     )
 
 
@@ -124,6 +140,10 @@ def policy(s: Settings, spec: Spec, log_group_arn: pulumi.Output[str], ctx: Cont
         allow("ReportFailedRuns", ["sqs:SendMessage"], ctx.failures.arn)
     if spec.kind == AGENT and spec.name == CONSUMER_DISPATCH:
         allow("InvokeConsumers", ["lambda:InvokeFunction"], ctx.consumer_arn)
+    if writes_exports(spec):
+        allow("WriteExports", ["s3:PutObject"], pulumi.Output.concat(ctx.exports.arn, "/", exports.PREFIX, "*"))
+    if serves_exports(spec):
+        allow("ReadExports", ["s3:GetObject"], pulumi.Output.concat(ctx.exports.arn, "/", exports.PREFIX, "*"))
     return pulumi.Output.json_dumps({"Version": "2012-10-17", "Statement": statements})
 
 
@@ -163,6 +183,9 @@ def environment(s: Settings, spec: Spec, ctx: Context) -> dict[str, pulumi.Input
     if spec.kind == AGENT and spec.name == CONSUMER_DISPATCH:
         # The functions its role may invoke, so it can refuse other names with a clear error.
         env["POSTBOX_CONSUMER_FUNCTION_PATTERN"] = s.consumer_function_pattern
+    if writes_exports(spec) or serves_exports(spec):
+        env.update(POSTBOX_EXPORT_BUCKET=ctx.exports.bucket, POSTBOX_EXPORT_RETENTION_DAYS=str(s.export_retention_days),
+                   POSTBOX_EXPORT_URL_SECONDS=str(s.export_url_seconds))
     return env
 
 

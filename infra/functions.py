@@ -73,6 +73,7 @@ def build(
     secrets: Secrets,
     failures: aws.sqs.Queue,
     after_migrate: Callable[[Deployed], pulumi.Resource],
+    exports: aws.s3.Bucket,
 ) -> dict[str, Deployed]:
     if s.tracing and "aws-xray-sdk" not in layer_requirements():
         raise ValueError("tracing needs aws-xray-sdk in layers/requirements.txt (then rebuild the layers)")
@@ -88,6 +89,7 @@ def build(
             "arn:{0}:lambda:{1}:{2}:function:{3}", partition, region, account, s.consumer_function_pattern
         ),
         function_arn_prefix=pulumi.Output.format("arn:{0}:lambda:{1}:{2}:function:", partition, region, account),
+        exports=exports,
     )
     trust = json.dumps(
         {

@@ -2,9 +2,9 @@
 
 No internet gateway and no NAT: the functions talk to RDS Proxy inside the VPC and to the two AWS
 APIs they call (Secrets Manager for the DB credentials and keys, Lambda for consumer dispatch)
-through interface endpoints. Security groups chain functions -> proxy -> database on 5432, plus
-functions -> database on 5432 for the long polls' LISTEN connections (the proxy would pin them),
-and nothing else.
+through interface endpoints, and to S3 (GDPR exports) through a gateway endpoint. Security groups
+chain functions -> proxy -> database on 5432, plus functions -> database on 5432 for the long polls'
+LISTEN connections (the proxy would pin them), functions -> S3's prefix list on 443, and nothing else.
 """
 
 from __future__ import annotations
@@ -115,5 +115,24 @@ def build(s: Settings) -> Network:
             security_group_ids=[endpoints_sg.id],
             tags={"Name": f"{s.prefix}-{service}"},
         )
+
+    # S3 (the GDPR export bucket) through a gateway endpoint on the route table the subnets use.
+    s3 = aws.ec2.VpcEndpoint(
+        "endpoint-s3",
+        vpc_id=vpc.id,
+        service_name=region.apply(lambda r: f"com.amazonaws.{r}.s3"),
+        vpc_endpoint_type="Gateway",
+        route_table_ids=[vpc.main_route_table_id],
+        tags={"Name": f"{s.prefix}-s3"},
+    )
+    aws.vpc.SecurityGroupEgressRule(
+        "functions-to-s3-out",
+        security_group_id=functions_sg.id,
+        prefix_list_id=s3.prefix_list_id,
+        ip_protocol="tcp",
+        from_port=443,
+        to_port=443,
+        description="functions -> S3 (gateway endpoint)",
+    )
 
     return Network(vpc, subnets, functions_sg, proxy_sg, db_sg, endpoints_sg)

@@ -56,6 +56,9 @@ class Settings:
     listen_connection_limit: int  # direct LISTEN connections of the postbox_listen role
     app_secret_rotation_days: int
     encryption_key_rotation_days: int
+    # GDPR exports
+    export_retention_days: int  # the export bucket's lifecycle rule (and what job statuses say)
+    export_url_seconds: int  # how long a presigned download URL works
     # alarms
     alarm_email: str | None
     alarm_5xx_threshold: int
@@ -117,6 +120,8 @@ def load() -> Settings:
         listen_connection_limit=integer("listenConnectionLimit", 100),
         app_secret_rotation_days=integer("appSecretRotationDays", 30),
         encryption_key_rotation_days=integer("encryptionKeyRotationDays", 90),
+        export_retention_days=integer("exportRetentionDays", 7),
+        export_url_seconds=integer("exportUrlSeconds", 900),
         alarm_email=cfg.get("alarmEmail") or None,
         alarm_5xx_threshold=integer("alarm5xxThreshold", 5),
         alarm_db_cpu_percent=integer("alarmDbCpuPercent", 80),
@@ -151,6 +156,10 @@ def _check(s: Settings) -> None:
         raise ValueError("reserved concurrency settings must not be negative (0 = unreserved)")
     if not 1 <= s.app_secret_rotation_days <= 365 or not 1 <= s.encryption_key_rotation_days <= 365:
         raise ValueError("rotation periods must be 1..365 days")
+    if not 1 <= s.export_retention_days <= 365:
+        raise ValueError("exportRetentionDays must be 1..365")
+    if not 60 <= s.export_url_seconds <= 43200:
+        raise ValueError("exportUrlSeconds must be 60..43200 (a role's session bounds a presigned URL anyway)")
     if s.listen_connection_limit < 1:
         raise ValueError("listenConnectionLimit must be at least 1")
     if s.throttle_burst < 0 or s.throttle_rate < 0:

@@ -12,6 +12,7 @@ from infra import (
     api,
     dashboard,
     database,
+    exports,
     failures,
     functions,
     layers,
@@ -36,7 +37,8 @@ def build() -> dict[str, pulumi.Input]:
         migration.append(migrate.build(fn, db))
         return migration[0]
 
-    fns = functions.build(s, net, db, lyr, owned, failed_runs, run_migrations)
+    export_bucket = exports.build(s)
+    fns = functions.build(s, net, db, lyr, owned, failed_runs, run_migrations, export_bucket)
     secrets.rotate(s, owned, fns[functions.MIGRATE].function, migration[0])
     http = api.build(s, fns)
     schedules.build(s, fns, failed_runs)
@@ -53,4 +55,5 @@ def build() -> dict[str, pulumi.Input]:
         "alarm_topic_arn": topic.arn,
         "agent_failures_queue_url": failed_runs.url,
         "dashboard_name": board.dashboard_name,
+        "export_bucket": export_bucket.bucket,
     }

@@ -12,9 +12,10 @@ Writes:
 Zips are deterministic (sorted entries, fixed timestamps and modes) so unchanged inputs give the
 same bytes, the same hash, and no new layer version or function update on `pulumi up`.
 
-The deps are byte-compiled for 3.12 when a Python 3.12 interpreter is found (Lambda layers are
-read-only, so without .pyc files every cold start recompiles pydantic and Powertools); the pyc
-files use the `unchecked-hash` mode, which has no timestamps and is never revalidated.
+All three are byte-compiled for 3.12 when a Python 3.12 interpreter is found (Lambda's code and
+layer folders are read-only, so without .pyc files every cold start recompiles pydantic, Powertools
+and our own modules); the pyc files use the `unchecked-hash` mode, which has no timestamps and is
+never revalidated.
 """
 
 from __future__ import annotations
@@ -102,56 +103,68 @@ def build_deps(dest: Path, *, compile_pyc: bool) -> Path:
         for path in (target / "zstandard").glob("_cffi.*.so"):
             path.unlink()
         if compile_pyc:
-            py312 = find_python312()
-            if py312:
-                subprocess.run(
-                    # -s/-p: record /opt/python/... (where Lambda mounts layers) as each code
-                    # object's file name, not this temporary directory, so tracebacks read
-                    # right and the bytes do not change from one build to the next.
-                    [
-                        py312,
-                        "-m",
-                        "compileall",
-                        "-q",
-                        "-j",
-                        "0",
-                        "--invalidation-mode",
-                        "unchecked-hash",
-                        "-s",
-                        str(target),
-                        "-p",
-                        "/opt/python",
-                        str(target),
-                    ],
-                    check=True,
-                    env={**os.environ, "PYTHONHASHSEED": "0"},
-                )
-            else:
-                print("warning: no Python 3.12 found; deps.zip ships without .pyc files", file=sys.stderr)
+            # -s/-p: record /opt/python/... (where Lambda mounts layers) as each code object's file
+            # name, not this temporary directory, so tracebacks read right and the bytes do not
+            # change from one build to the next.
+            byte_compile(target, strip=target, prepend="/opt/python", what="deps.zip")
         return write_zip(dest, tree(target, "python/", keep_pyc=True))
 
 
-def build_domain(dest: Path) -> Path:
+def build_domain(dest: Path, *, compile_pyc: bool = True) -> Path:
     # postbox_client too: hosted flows queries run its (pure Python) query builder and runner.
-    return write_zip(dest, tree(REPO / "shared" / "postbox", "python/postbox/")
-                     + tree(REPO / "shared" / "client" / "postbox_client", "python/postbox_client/"))
+    sources = [(REPO / "shared" / "postbox", "python/postbox"),
+               (REPO / "shared" / "client" / "postbox_client", "python/postbox_client")]
+    return _staged_zip(dest, sources, mount="/opt", compile_pyc=compile_pyc)
 
 
-def build_functions(dest: Path) -> Path:
+def build_functions(dest: Path, *, compile_pyc: bool = True) -> Path:
     root = REPO / "functions"
-    return write_zip(dest, tree(root, "functions/", exclude=(root / "local",)))
+    return _staged_zip(dest, [(root, "functions")], mount="/var/task", compile_pyc=compile_pyc,
+                       exclude=(root / "local",))
+
+
+def _staged_zip(dest: Path, sources: list[tuple[Path, str]], *, mount: str, compile_pyc: bool,
+                exclude: tuple[Path, ...] = ()) -> Path:
+    """Our own code, copied to a staging folder and byte-compiled there as the deps are: Lambda's
+    code and layer folders are read-only, so a module shipped without its .pyc is compiled from
+    source on every cold start (tens of ms of the queues function's import on this machine)."""
+    with tempfile.TemporaryDirectory(prefix="postbox-stage-") as tmp:
+        stage = Path(tmp)
+        for root, prefix in sources:
+            for arcname, path in tree(root, prefix + "/", exclude=exclude):
+                (stage / arcname).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, stage / arcname)
+        if compile_pyc:
+            byte_compile(stage, strip=stage, prepend=mount, what=dest.name)
+        return write_zip(dest, tree(stage, "", keep_pyc=True))
+
+
+def byte_compile(root: Path, *, strip: Path, prepend: str, what: str) -> bool:
+    """Byte-compile every module under root for CPython 3.12 (`unchecked-hash` pyc files: no
+    timestamps, never revalidated), recording `prepend` + the path below `strip` as file names."""
+    py312 = find_python312()
+    if not py312:
+        print(f"warning: no Python 3.12 found; {what} ships without .pyc files", file=sys.stderr)
+        return False
+    subprocess.run(
+        [py312, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash",
+         "-s", str(strip), "-p", prepend, str(root)],
+        check=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+    )
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-deps", action="store_true", help="only rebuild domain.zip and functions.zip")
-    parser.add_argument("--no-compile", action="store_true", help="do not byte-compile the deps")
+    parser.add_argument("--no-compile", action="store_true", help="do not byte-compile (deps, domain, functions)")
     args = parser.parse_args(argv)
     built = []
     if not args.skip_deps:
         built.append(build_deps(BUILD / "layers" / "deps.zip", compile_pyc=not args.no_compile))
-    built.append(build_domain(BUILD / "layers" / "domain.zip"))
-    built.append(build_functions(BUILD / "functions.zip"))
+    built.append(build_domain(BUILD / "layers" / "domain.zip", compile_pyc=not args.no_compile))
+    built.append(build_functions(BUILD / "functions.zip", compile_pyc=not args.no_compile))
     for path in built:
         size = path.stat().st_size
         print(

@@ -1,5 +1,6 @@
 """Agents of the work surface: visibility timeout, expiry, priority aging, dead-letter monitor,
-archiver (bounded sweeps, `postbox.work.sweeps`) and push delivery (`postbox.work.push`), each
+archiver (bounded sweeps, `postbox.work.sweeps`), push delivery (`postbox.work.push`) and
+auto-claim assignment (`postbox.work.assign`), each
 recorded in `agent_runs`."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from typing import Any
 
 from functions.observability import instrument
 from postbox.agents import recorded
-from postbox.work import push, sweeps
+from postbox.work import assign, push, sweeps
 
 logger, metrics, lambda_handler = instrument("work-agents")
 
@@ -47,3 +48,9 @@ def archiver(event: dict, context: Any) -> dict:
 @recorded("work-push-delivery")
 def push_delivery(event: dict, context: Any) -> dict:
     return {"posted": push.deliver()}
+
+
+@lambda_handler
+@recorded("work-auto-claim")
+def auto_claim(event: dict, context: Any) -> dict:
+    return {"assigned": assign.assign_due()}

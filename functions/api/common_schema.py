@@ -18,7 +18,7 @@ from postbox.names import NameRule
 class StrictBody(BaseModel):
     """A request body: unknown fields refused by name, no type coerced."""
 
-    model_config = ConfigDict(strict=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(strict=True, extra="forbid", populate_by_name=True, defer_build=True)
 
     def __repr__(self) -> str:
         """Short on purpose: Powertools formats the route's arguments into a debug f-string on every

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
-from functions.api import work_audit, work_registry, work_streams, work_subscriptions
+from functions.api import work_acl, work_audit, work_gdpr, work_registry, work_streams, work_subscriptions
 from functions.api.common import principal_from
 from functions.api.work_envelope import MOUNT, Cursor, Limit, app, caller, data, envelope, listing, request_state
 from functions.api.work_schema import (
@@ -196,6 +196,8 @@ app.include_router(router, prefix=MOUNT)
 app.include_router(work_registry.router, prefix=MOUNT)
 app.include_router(work_subscriptions.router, prefix=MOUNT)
 app.include_router(work_streams.router, prefix=MOUNT)
+app.include_router(work_acl.router, prefix=MOUNT)
+app.include_router(work_gdpr.router, prefix=MOUNT)
 app.include_router(work_audit.router, prefix=MOUNT)
 
 

@@ -15,7 +15,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from functions.api.common import SurfaceResolver, json_response, principal_from
 from functions.authorizer import key_from_headers
-from postbox.errors import Unauthorized
+from postbox.errors import Forbidden, Unauthorized
 from postbox.tenancy import Principal
 
 MOUNT = "/v1/modules/scaiqueue"
@@ -66,7 +66,10 @@ class WorkResolver(SurfaceResolver):
 
     def principal(self) -> Principal:
         event = self.current_event
-        found = principal_from(event.request_context.authorizer.get_lambda)
+        context = event.request_context.authorizer.get_lambda
+        found = principal_from(context)
+        if found is None and (context or {}).get("refused"):
+            raise Forbidden(context["refused"])
         if found is None:
             if key_from_headers(event.headers) is None:
                 raise Unauthorized("No bearer token or API key was sent.", code="AUTH_TOKEN_MISSING")

@@ -71,11 +71,12 @@ class Condition(_Strict):
 
 
 class Action(_Strict):
-    """route/copy (`queue_id` in the rule's scope), transform (labels, type, priority), escalate
-    (to `tier`, default one tier up), archive."""
+    """route/copy (`queue_id` in the rule's scope, or in `target_scope_id` when a trust allows it),
+    transform (labels, type, priority), escalate (to `tier`, default one tier up), archive."""
 
     type: Literal["route", "copy", "transform", "escalate", "archive"]
     queue_id: Annotated[str, Field(max_length=64)] | None = None
+    target_scope_id: Annotated[str, Field(max_length=64)] | None = None
     set_labels: dict[str, Annotated[str, Field(max_length=256)]] | None = None
     remove_labels: list[Annotated[str, Field(max_length=256)]] | None = None
     message_type: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")] | None = None
@@ -84,7 +85,8 @@ class Action(_Strict):
 
     @model_validator(mode="after")
     def _fits_type(self) -> Action:
-        allowed = {"route": {"queue_id"}, "copy": {"queue_id"}, "archive": set(), "escalate": {"tier"},
+        allowed = {"route": {"queue_id", "target_scope_id"}, "copy": {"queue_id", "target_scope_id"},
+                   "archive": set(), "escalate": {"tier"},
                    "transform": {"set_labels", "remove_labels", "message_type", "priority"}}[self.type]
         extra = self.model_fields_set - allowed - {"type"}
         if extra:
@@ -96,6 +98,11 @@ class Action(_Strict):
                 uuid.UUID(self.queue_id)
             except ValueError:
                 raise ValueError("`queue_id` is not a queue id") from None
+            try:
+                if self.target_scope_id is not None:
+                    uuid.UUID(self.target_scope_id)
+            except ValueError:
+                raise ValueError("`target_scope_id` is not a scope id") from None
         if self.type == "transform" and not self.model_fields_set & allowed:
             raise ValueError("a transform action changes at least one of " + ", ".join(sorted(allowed)))
         return self

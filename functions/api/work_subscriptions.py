@@ -1,20 +1,20 @@
-"""Routes of the work surface's subscriptions: CRUD, pause and resume, pull and finish a delivery,
-and check-processed.
+"""Routes of the work surface's subscriptions: CRUD, pause and resume, pull, list and finish
+deliveries, and check-processed.
 
 Parses and shapes only; deliveries live in `postbox.work.subscriptions`.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
-from aws_lambda_powertools.event_handler.openapi.params import Body
+from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
-from functions.api.work_envelope import caller, data
+from functions.api.work_envelope import Cursor, Limit, caller, data, listing
 from functions.api.work_registry_schema import CheckProcessed, CreateSubscription, UpdateSubscription
 from functions.api.work_schema import Claim, Complete, Fail, Release
-from postbox.work import subscriptions
+from postbox.work import assign, subscriptions
 
 router = Router()
 
@@ -64,6 +64,12 @@ def resume_subscription(scope_id: str, sub_id: str):
 def claim_deliveries(scope_id: str, sub_id: str, body: Annotated[Claim | None, Body()] = None):
     body = body or Claim()
     return data(subscriptions.claim(caller(), scope_id, sub_id, body.batch_size, body.visibility_timeout_s))
+
+
+@router.get(SUB + "/deliveries")
+def list_deliveries(scope_id: str, sub_id: str, state: Annotated[Literal[assign.STATES], Query()] = "claimed",
+                    limit: Limit = 50, cursor: Cursor = None):
+    return listing(assign.list_deliveries(caller(), scope_id, sub_id, state, limit, cursor))
 
 
 @router.post(SUB + "/messages/<msg_id>/complete")

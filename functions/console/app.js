@@ -1,10 +1,11 @@
 // The console's shell: log in with an API key, the navigation, and one page per hash route.
 'use strict';
 import { api, h, session } from './lib.js';
-import { flowsPage, workPage } from './flows.js';
+import { flowsPage } from './flows.js';
 import { partitionedPage } from './partitioned.js';
 import { queuePage, queuesPage } from './queues.js';
 import { durablePage, streamPage, streamsPage } from './streams.js';
+import { workPage } from './work.js';
 
 const routes = [
   [/^#\/queues\/(.+)$/, queuePage, 'queues'],
@@ -14,7 +15,7 @@ const routes = [
   [/^#\/streams$/, streamsPage, 'streams'],
   [/^#\/durable(?:\/(.+))?$/, durablePage, 'durable'],
   [/^#\/flows(?:\/([^/]+)\/([^/]+))?$/, flowsPage, 'flows'],
-  [/^#\/work$/, workPage, 'work'],
+  [/^#\/work(?:\/([^/]+))?(?:\/([^/]+))?$/, workPage, 'work'],
 ];
 
 // What a page started (timers, long polls) is stopped when another page opens.

@@ -1,4 +1,4 @@
-// Flows queries and their state; the work surface's place.
+// Flows queries and their state.
 'use strict';
 import { api, enc, h, json, table } from './lib.js';
 import { knownQueues } from './partitioned.js';
@@ -47,10 +47,4 @@ export async function flowsPage(main, signal, queryId, partitionId) {
     { label: 'Value', get: (r) => json(r.value) },
     { label: 'Updated', get: (r) => r.updated_at || '' },
   ], { empty: 'No state rows.', id: 'state-table' }));
-}
-
-// The work surface (/v1/modules/scaiqueue): scopes, queues and messages are shown here once it lands.
-export async function workPage(main) {
-  main.replaceChildren(h('h1', {}, 'Work'),
-    h('p', { class: 'muted' }, 'Work scopes, queues and messages appear here once the work surface is deployed.'));
 }

@@ -36,6 +36,7 @@ def _dev(args: argparse.Namespace) -> int:
     os.environ.setdefault("POSTBOX_POOL_MAX", "20" if workers == 1 else str(max(8, 80 // (workers + 1))))
     if args.long_poll_ms:
         os.environ["POSTBOX_LONG_POLL_MS"] = str(args.long_poll_ms)
+    os.environ["POSTBOX_REQUEST_LOG"] = "0" if args.quiet else "1"  # read by every gateway worker process
     # SIGTERM (systemd, `docker stop`) stops Postbox as Ctrl-C does: the cleanup below runs. uvicorn
     # stops serving on SIGTERM and then re-raises it with the handler it found: this one.
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
@@ -54,9 +55,11 @@ def _dev(args: argparse.Namespace) -> int:
         print(f"  migrations applied now: {', '.join(applied) or 'none (up to date)'}")
         print(f"  development key: {key}   (also in {state / 'dev-key'})")
         print(f"  serving:   {workers} worker process{'es' if workers > 1 else ''} (--workers)")
+        print(f"  requests:  one line each on stderr{' (off: --quiet)' if args.quiet else ' (--quiet silences)'}")
         print(f"  try: curl -s -H 'apikey: {key}' {base}/api/v1/queues", flush=True)
         if workers == 1:
-            uvicorn.run(LocalGateway(), host=args.host, port=args.port, log_level="warning", lifespan="on")
+            uvicorn.run(LocalGateway(request_log=not args.quiet), host=args.host, port=args.port, log_level="warning",
+                        lifespan="on")
         else:  # uvicorn's supervisor: it binds the port once and restarts a worker that dies
             uvicorn.run("functions.local.gateway:worker_app", factory=True, workers=workers, host=args.host,
                         port=args.port, log_level="warning", lifespan="on")
@@ -211,6 +214,10 @@ def parser() -> argparse.ArgumentParser:
                      or default_workers(),
                      help="gateway worker processes sharing the database, each with its own pool (POSTBOX_WORKERS;"
                           " the number of CPUs up to 4 when unset)")
+    dev.add_argument("--quiet", action="store_true",
+                     default=os.environ.get("POSTBOX_REQUEST_LOG", "").strip().lower() in ("0", "false", "no", "off"),
+                     help="no request log (POSTBOX_REQUEST_LOG=0); otherwise each request prints one line on stderr:"
+                          " time, method, path, status, milliseconds, tenant")
     dev.set_defaults(run=_dev)
 
     admin = sub.add_parser("admin", help="manage tenants, projects and API keys (DATABASE_URL or the local database)")

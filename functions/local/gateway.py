@@ -14,10 +14,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from functions.local import apidocs
+from functions.local import apidocs, requestlog
 from functions.local.events import HttpResponse, authorizer_event, http_event, read_response
 from functions.local.invoke import invoke
 from functions.routes import FUNCTIONS, match
@@ -60,47 +61,66 @@ def _headers_are_latin1(response: HttpResponse) -> bool:
 
 
 class LocalGateway:
-    def __init__(self, max_workers: int = 64, timeout_s: float = 30.0) -> None:
+    def __init__(self, max_workers: int = 64, timeout_s: float = 30.0, request_log: bool | None = None) -> None:
+        """`request_log`: one line per request on stderr (see `requestlog`); None asks the environment."""
         self.executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="lambda")
         self.timeout_s = timeout_s
+        self.request_log = requestlog.enabled() if request_log is None else request_log
+        if self.request_log:
+            requestlog.install()
 
     def handle(
-        self, method: str, path: str, query: str, headers: list[tuple[str, str]], body: bytes
+        self, method: str, path: str, query: str, headers: list[tuple[str, str]], body: bytes,
+        source_ip: str = "127.0.0.1",
     ) -> HttpResponse:
-        """One request, synchronously: route, authorize, invoke, translate."""
+        """One request, synchronously: route, authorize, invoke, translate (and log it, when asked).
+        `source_ip` is the client's address, as API Gateway puts it in `requestContext.http.sourceIp`."""
+        if not self.request_log:
+            return self._serve(method, path, query, headers, body, source_ip)[0]
+        started = time.perf_counter()
+        response, tenant_id = self._serve(method, path, query, headers, body, source_ip)
+        requestlog.record(method, path, response.status, (time.perf_counter() - started) * 1000, tenant_id)
+        return response
+
+    def _serve(
+        self, method: str, path: str, query: str, headers: list[tuple[str, str]], body: bytes, source_ip: str
+    ) -> tuple[HttpResponse, str | None]:
+        """The answer, and the tenant the authorizer found (None before it ran or without a key)."""
         docs = apidocs.serve(method, path)
         if docs is not None:
-            return docs
+            return docs, None
         found = match(method, path)
         if found is None:
-            return _NOT_FOUND
+            return _NOT_FOUND, None
         if len(body) > MAX_BODY_BYTES:
-            return TOO_LARGE
+            return TOO_LARGE, None
         route, params = found
         event = http_event(method, path, query=query, headers=headers, body=body, route=route,
-                           path_parameters=params)
+                           path_parameters=params, source_ip=source_ip)
         if _size(event) > MAX_EVENT_BYTES:
-            return TOO_LARGE
+            return TOO_LARGE, None
         answer = invoke(AUTHORIZER, authorizer_event(event), "authorizer", self.timeout_s)
         if not answer.get("isAuthorized"):
-            return HttpResponse(403, [("content-type", "application/json")], b'{"message":"Forbidden"}')
-        event["requestContext"]["authorizer"] = {"lambda": answer.get("context", {})}
+            return HttpResponse(403, [("content-type", "application/json")], b'{"message":"Forbidden"}'), None
+        context = answer.get("context", {})
+        tenant_id = context.get("tenant_id")
+        event["requestContext"]["authorizer"] = {"lambda": context}
         try:
             result = invoke(FUNCTIONS[route.function], event, route.function, self.timeout_s)
         except Exception:  # an unhandled error in a function is API Gateway's 500
             logger.exception("%s failed", route.function)
-            return _FAILED
+            return _FAILED, tenant_id
         if _size(result) > MAX_EVENT_BYTES:
             logger.error("%s answered %s %s with more than %d bytes: Lambda refuses that response",
                          route.function, method, path, MAX_EVENT_BYTES)
-            return _FAILED
+            return _FAILED, tenant_id
         response = read_response(result)
         if not _headers_are_latin1(response):
             logger.error("%s answered %s %s with a header value HTTP cannot carry (not Latin-1)",
                          route.function, method, path)
-            return _FAILED
+            return _FAILED, tenant_id
         response.headers.append(("apigw-requestid", event["requestContext"]["requestId"]))  # as API Gateway does
-        return response
+        return response, tenant_id
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -124,6 +144,8 @@ class LocalGateway:
             if not message.get("more_body"):
                 break
         if size > MAX_BODY_BYTES:
+            if self.request_log:
+                requestlog.record(scope["method"], scope["path"], TOO_LARGE.status, 0.0, None)
             await _answer(send, TOO_LARGE)
             return
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
@@ -136,6 +158,7 @@ class LocalGateway:
             scope.get("query_string", b"").decode("latin-1"),
             headers,
             b"".join(chunks),
+            (scope.get("client") or ("127.0.0.1", 0))[0],
         )
         await _answer(send, response)
 

@@ -29,6 +29,9 @@ class Settings:
     long_poll_ms: int
     key_cache_seconds: int
     region: str | None
+    export_bucket: str | None  # GDPR exports go to this S3 bucket; without one they stay in the database
+    export_url_seconds: int  # how long a presigned download URL of an export works
+    export_retention_days: int  # how long an export is kept (the bucket's lifecycle rule says the same)
 
 
 @lru_cache(maxsize=1)
@@ -49,6 +52,9 @@ def settings() -> Settings:
         long_poll_ms=_int("POSTBOX_LONG_POLL_MS", 20000),
         key_cache_seconds=_int("POSTBOX_KEY_CACHE_SECONDS", 30),
         region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
+        export_bucket=os.environ.get("POSTBOX_EXPORT_BUCKET") or None,
+        export_url_seconds=_int("POSTBOX_EXPORT_URL_SECONDS", 900),
+        export_retention_days=_int("POSTBOX_EXPORT_RETENTION_DAYS", 7),
     )
 
 

@@ -17,6 +17,7 @@ from . import db, names
 from .errors import Conflict, Forbidden, Invalid, NotFound, Unauthorized
 
 ROLES = ("read", "write", "manage", "anon")
+WORK_ROLE = "work"  # a work API key's role: no tenant role, only its allowed operations
 ROLE_RANK = {"read": 1, "write": 2, "manage": 3}
 # Explicit operations a surface checks, and the least role that holds each when the key names no
 # operations of its own (a key's `scopes` grant operations one by one).
@@ -43,6 +44,13 @@ class Principal:
     # (`api_key`, its id); a work API key names the user, agent or service it was minted for.
     subject_type: str = "api_key"
     subject_id: str = ""
+    # A work API key's limits, which the authorizer applies to each request (None: no limit).
+    allowed_scopes: tuple[str, ...] | None = None
+    ip_allowlist: tuple[str, ...] | None = None
+
+    @property
+    def is_work_key(self) -> bool:
+        return self.role == WORK_ROLE
 
     @property
     def actor(self) -> tuple[str, str]:
@@ -139,6 +147,12 @@ def tenant_id_by_name(name: str) -> str | None:
         return str(row[0]) if row else None
 
 
+def tenant_name(tenant_id: str) -> str | None:
+    with db.transaction() as conn:
+        row = conn.execute("SELECT name FROM tenants WHERE id = %s", (tenant_id,)).fetchone()
+        return row[0] if row else None
+
+
 def create_project(tenant_id: str, name: str) -> str:
     """A new project of the tenant; its name is unique in the tenant (409 when taken)."""
     names.PROJECT.check(name)
@@ -217,18 +231,25 @@ def revoke_key(key_id: str) -> None:
             raise NotFound(f"no active key {key_id}")
 
 
+_RESOLVE = """
+SELECT id, tenant_id, project_id, role, scopes, subject_type, subject_id, allowed_scopes::text[], ip_allowlist
+FROM api_keys
+WHERE (key_hash = %(h)s OR (previous_hash = %(h)s AND previous_valid_until > clock_timestamp()))
+  AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > clock_timestamp())
+"""
+
+
 def resolve_key(key: str) -> Principal | None:
-    """The principal behind a plain key, or None when it is unknown, expired or revoked."""
+    """The principal behind a plain key, or None when it is unknown, expired or revoked. One query for
+    every kind of key; a rotated work key's previous secret is found until its grace period ends."""
     if not key or not key.startswith(KEY_PREFIX) or len(key) > 200:
         return None
     with db.transaction() as conn:
-        row = conn.execute(
-            "SELECT id, tenant_id, project_id, role, scopes FROM api_keys"
-            " WHERE key_hash = %s AND revoked_at IS NULL"
-            " AND (expires_at IS NULL OR expires_at > clock_timestamp())",
-            (hash_key(key),),
-        ).fetchone()
+        row = conn.execute(_RESOLVE, {"h": hash_key(key)}).fetchone()
     if row is None:
         return None
-    key_id, tenant_id, project_id, role, scopes = row
-    return Principal(str(tenant_id), str(project_id) if project_id else None, role, str(key_id), tuple(scopes))
+    key_id, tenant_id, project_id, role, scopes, subject_type, subject_id, allowed_scopes, ip_allowlist = row
+    return Principal(str(tenant_id), str(project_id) if project_id else None, role, str(key_id), tuple(scopes),
+                     subject_type=subject_type or "api_key", subject_id=subject_id or "",
+                     allowed_scopes=None if allowed_scopes is None else tuple(allowed_scopes),
+                     ip_allowlist=None if ip_allowlist is None else tuple(ip_allowlist))

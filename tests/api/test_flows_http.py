@@ -172,9 +172,12 @@ def test_the_http_runner_end_to_end(api, gateway):
     http = HttpClient(gateway.url, api.tenant.key)
     runner = Runner(q, http, batch=8, wait_ms=0)
     runner.start()
+    assert runner.lag()["pending"] == 30  # over HTTP too: the resources call answers the lag
     while runner.run_once(wait_ms=0):
         pass
     runner.flush_idle(force=True)
+    assert runner.lag() == {"pending": 0, "behind_s": 0.0}
+    assert http.resource("never-pushed") is None
     http.close()
     popped = api.get("/api/v1/pop/queue/c10", params={"batch": 100, "consumerGroup": "x"}).json()["messages"]
     per_partition = sorted((m["data"]["key"], m["data"]["windowStart"], m["data"]["value"]["n"]) for m in popped)

@@ -45,8 +45,17 @@ def test_subscription_routes(gateway, api):
         check = _ok(worker.post(f"{W}/subscriptions/{sub['id']}/check-processed",
                                 json={"message_ids": [news["id"], other_type["id"]]}))
         assert check == {news["id"]: False, other_type["id"]: False}
-        mailer = _ok(worker.post(f"{base}/{other['id']}/claim", json={"batch_size": 10}))
+        # the mailer is auto-claimed: both messages were assigned to it as they were published
+        assert _ok(worker.post(f"{base}/{other['id']}/claim", json={"batch_size": 10})) == []
+        inbox = worker.get(f"{base}/{other['id']}/deliveries", params={"state": "claimed", "limit": 1})
+        assert inbox.status_code == 200 and inbox.json()["meta"]["next_cursor"]
+        rest = worker.get(f"{base}/{other['id']}/deliveries",
+                          params={"state": "claimed", "cursor": inbox.json()["meta"]["next_cursor"]})
+        mailer = inbox.json()["data"] + _ok(rest)
         assert [m["id"] for m in mailer] == [news["id"], other_type["id"]]
+        assert all(m["state"] == "claimed" and m["attempts"] == 1 and m["claim_token"] for m in mailer)
+        assert _ok(worker.get(f"{base}/{other['id']}/deliveries", params={"state": "pending"})) == []
+        _error(worker.get(f"{base}/{other['id']}/deliveries", params={"state": "lost"}), 422, "VALIDATION_ERROR")
         for m in mailer:
             token = {"claim_token": m["claim_token"]}
             _ok(worker.post(f"{base}/{other['id']}/messages/{m['id']}/complete", json=token))
@@ -57,6 +66,7 @@ def test_subscription_routes(gateway, api):
     with client(gateway.url, api.tenant.key_for("read")) as reader:
         _ok(reader.get(base))
         _error(reader.post(base, json=body), 403, "AUTHZ_PERMISSION_DENIED")
+        _error(reader.get(f"{base}/{other['id']}/deliveries"), 403, "AUTHZ_PERMISSION_DENIED")
         _error(reader.post(f"{W}/subscriptions/{sub['id']}/check-processed", json={"message_ids": ["x"]}), 403,
                "AUTHZ_PERMISSION_DENIED")
 
@@ -68,8 +78,10 @@ def test_subscription_routes(gateway, api):
     assert _ok(api.delete(f"{base}/{sub['id']}")) == {"id": sub["id"], "deleted": True}
     for r in (api.get(f"{base}/{sub['id']}"), api.delete(f"{base}/{sub['id']}"), api.post(f"{base}/{sub['id']}/pause"),
               api.post(f"{base}/{sub['id']}/claim"), api.get(f"{base}/nope"),
+              api.get(f"{base}/{sub['id']}/deliveries"),
               api.post(f"{W}/subscriptions/{sub['id']}/check-processed", json={"message_ids": ["x"]})):
         _error(r, 404, "SCAIQUEUE_SUBSCRIPTION_NOT_FOUND")
     with client(gateway.url, new_tenant().key) as outsider:
         _error(outsider.post(f"{W}/subscriptions/{other['id']}/check-processed", json={"message_ids": ["x"]}), 404,
                "SCAIQUEUE_SUBSCRIPTION_NOT_FOUND")
+        _error(outsider.get(f"{base}/{other['id']}/deliveries"), 404, "SCAIQUEUE_SUBSCRIPTION_NOT_FOUND")

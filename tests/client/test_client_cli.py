@@ -51,6 +51,24 @@ def test_queue_verbs_with_json(run, tmp_path):
     assert run("queues", "purge", "mail")["purged"] == 249
 
 
+def test_work_verbs(run):
+    scope = run("work", "create-scope", "ops")
+    queue = run("work", "create-queue", scope["id"], "tickets", "--ordering", "priority")
+    assert queue["ordering"] == "priority"
+    sent = run("work", "publish", scope["id"], queue["id"], '{"title": "disk full"}', "--correlation-id", "t-1")
+    [claimed] = run("work", "claim", scope["id"], queue["id"], "--batch-size", "5")
+    assert claimed["id"] == sent["id"] and claimed["body"] == {"title": "disk full"}
+    done = run("work", "complete", scope["id"], sent["id"], "--claim-token", claimed["claim_token"],
+               "--response", '{"fixed": true}')
+    assert done["state"] == "completed"
+    [listed] = run("work", "messages", scope["id"], queue["id"], "--state", "completed")
+    assert listed["response"] == {"fixed": True}
+    assert "tickets" in run("work", "queues", scope["id"], json_out=False).out
+    assert "work-expiry" in run("work", "agents", json_out=False).out
+    refused = run("work", "fail", scope["id"], sent["id"], code=1, json_out=False)
+    assert "SCAIQUEUE_NOT_CLAIMED" in refused.err
+
+
 def test_tables_for_people_and_errors_on_stderr(run):
     run("queues", "create", "people")
     run("queues", "send", "people", "plain text")

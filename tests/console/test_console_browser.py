@@ -117,3 +117,44 @@ def test_other_pages_show_what_the_api_holds(page, gateway, tenant, screenshot):
         pb.durable.append("audit", {"event": "appended while tailing"})
     expect(tail).to_contain_text("appended while tailing")  # arrives through the live long poll
     screenshot(page, "durable")
+
+
+def test_work_pages_show_scopes_queues_messages_and_agents(page, gateway, tenant, screenshot):
+    with Client(gateway.url, tenant.key) as pb:
+        scope = pb.work.create_scope("support", description="customer tickets")
+        tickets = pb.work.create_queue(scope, "tickets", ordering="priority", max_retries=1)
+        for n in range(3):
+            pb.work.publish(scope, tickets, {"title": f"ticket {n}"}, priority={"tier": "high", "score": 900})
+        [first] = pb.work.claim(scope, tickets, 1)
+        pb.work.complete(scope, first, {"assignee": "ops"})
+        [second] = pb.work.claim(scope, tickets, 1)
+        pb.work.fail(scope, second, "printer on fire")
+
+    _login(page, gateway, tenant.key)
+    page.goto(f"{gateway.url}/console#/work")
+    expect(page.locator("#scope-table")).to_contain_text("support")
+    expect(page.locator("#agent-table")).to_contain_text("work-visibility-timeout")
+    screenshot(page, "work")
+
+    page.click('a.scope-link:text-is("support")')
+    expect(page.locator('.pending[data-queue="tickets"]')).to_have_text("1")
+    expect(page.locator("#work-queue-table")).to_contain_text("_dead_letter")
+    page.click('a.work-queue-link:text-is("tickets")')
+    expect(page.locator("#work-message-table")).to_contain_text("ticket 2")
+    page.click("#tab-completed")
+    expect(page.locator("#work-message-table")).to_contain_text('"assignee":"ops"')
+    page.fill("#publish-body", '{"title": "from the console"}')
+    page.fill("#publish-type", "ticket.opened")
+    page.click("#publish button[type=submit]")
+    expect(page.locator("#note")).to_contain_text("Published message")
+    expect(page.locator("#work-pending")).to_have_text("2")
+    page.click("#tab-pending")
+    expect(page.locator("#work-message-table")).to_contain_text("from the console")
+    screenshot(page, "work-queue")
+
+    page.goto(f"{gateway.url}/console#/work/{scope['id']}")
+    page.click('a.work-queue-link:text-is("_dead_letter")')
+    expect(page.locator("#work-message-table")).to_contain_text("printer on fire")
+    with Client(gateway.url, tenant.key) as pb:
+        [dead] = pb.work.messages(scope, scope["system_queues"]["_dead_letter"], "pending")[0]
+        assert dead["body"] == {"title": "ticket 1"}

@@ -241,3 +241,19 @@ def test_host_for_tenant_resolves_the_tenant_by_name(make_tenant):
         name = conn.execute("SELECT name FROM tenants WHERE id = %s", (tenant.tenant_id,)).fetchone()[0]
     answer = hosted.host_for_tenant(name, f"{__name__}:hosted_counter")
     assert answer["fresh"] is True and answer["factory"].endswith(":hosted_counter")
+
+
+def test_the_runner_reports_how_many_source_events_it_has_not_folded(make_tenant):
+    tenant = make_tenant()
+    _setup(tenant, _events(90))
+    runner = Runner(_query(), LocalClient(tenant.principal), batch=7, partitions=2)
+    runner.start()
+    assert runner.lag()["pending"] == 90  # the group has read nothing yet
+    folded = runner.run_once(wait_ms=0)
+    assert folded == 14 and runner.lag()["pending"] == 90 - 14
+    assert runner.lag()["behind_s"] > 0
+    _drain(runner)
+    assert runner.lag()["pending"] == 0
+    runner.run_once(wait_ms=0)
+    assert runner.lag() == {"pending": 0, "behind_s": 0.0}
+    assert LocalClient(tenant.principal).resource("no-such-queue") is None

@@ -54,7 +54,12 @@ def _outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
     elif typ == "aws:ec2/subnet:Subnet":
         out["id"] = f"subnet-{name}"
     elif typ == "aws:ec2/vpc:Vpc":
-        out["id"] = "vpc-postbox"
+        out.update(id="vpc-postbox", mainRouteTableId="rtb-main")
+    elif typ == "aws:ec2/vpcEndpoint:VpcEndpoint":
+        out["prefixListId"] = "pl-s3" if inputs.get("vpcEndpointType") == "Gateway" else None
+    elif typ == "aws:s3/bucket:Bucket":
+        physical = inputs.get("bucketPrefix", "") + "abc123"
+        out.update(id=physical, bucket=physical, arn=f"arn:aws:s3:::{physical}")
     elif typ == "aws:rds/cluster:Cluster":
         out.update(
             id=inputs.get("clusterIdentifier", name),

@@ -11,7 +11,8 @@ from functions.routes import match
 
 
 def api_event(method: str, path: str, *, key: str | None = None, body: Any = None, query: str = "",
-              raw_body: str | None = None, headers: dict[str, str] | None = None) -> dict[str, Any]:
+              raw_body: str | None = None, headers: dict[str, str] | None = None,
+              source_ip: str = "127.0.0.1") -> dict[str, Any]:
     """The event for a request, with the authorizer's real answer for `key` in its context."""
     found = match(method, path)
     assert found is not None, f"no route for {method} {path}"
@@ -20,6 +21,7 @@ def api_event(method: str, path: str, *, key: str | None = None, body: Any = Non
     if key:
         hdrs["apikey"] = key
     payload = raw_body if raw_body is not None else (json.dumps(body) if body is not None else None)
-    event = http_event(method, path, query=query, headers=hdrs, body=payload, route=route, path_parameters=params)
-    event["requestContext"]["authorizer"] = {"lambda": authorize(event["headers"])["context"]}
+    event = http_event(method, path, query=query, headers=hdrs, body=payload, route=route, path_parameters=params,
+                       source_ip=source_ip)
+    event["requestContext"]["authorizer"] = {"lambda": authorize(event["headers"], path, source_ip)["context"]}
     return event

@@ -21,9 +21,9 @@ def free_port() -> int:
 class GatewayServer:
     """uvicorn serving the local gateway in a background thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, **gateway: object) -> None:
         self.port = free_port()
-        config = uvicorn.Config(LocalGateway(), host="127.0.0.1", port=self.port, log_level="warning",
+        config = uvicorn.Config(LocalGateway(**gateway), host="127.0.0.1", port=self.port, log_level="warning",
                                 lifespan="on")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)

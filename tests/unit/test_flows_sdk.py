@@ -303,3 +303,45 @@ def test_ctrl_c_stops_the_runner_cleanly_and_it_says_what_it_did(caplog, monkeyp
         runner.run()  # returns instead of raising
     assert len(passes) == 2
     assert "stopped" in caplog.text and "messages folded" in caplog.text
+
+
+class FakeClientWithResources(FakeClient):
+    """FakeClient that also answers the source's resources call, as Postbox's partitioned surface does."""
+
+    def resource(self, queue):
+        return {"partitions": [
+            {"partitionId": "p1", "nextOffset": len(self.queue), "startOffset": 0,
+             "consumerGroups": [{"name": "streams.q1", "lag": len(self.queue) - self.committed}]},
+            {"partitionId": "p2", "nextOffset": 7, "startOffset": 2, "consumerGroups": []},  # never read: 5
+        ]}
+
+
+def test_the_progress_line_reports_the_lag_pending_events_and_the_age_of_the_oldest_popped(caplog):
+    import logging
+
+    now_ms = 100_000
+    client = FakeClientWithResources(msgs(*[(40_000 + i, {"v": i}) for i in range(10)]))
+    runner = Runner(Query("q", "src").gate(lambda v, s: True).to("out"), client, batch=4, clock=lambda: now_ms / 1000)
+    runner.start()
+    assert runner.lag() == {"pending": 10 + 5, "behind_s": 0.0}
+    runner.run_once(wait_ms=0)
+    assert runner.lag() == {"pending": 6 + 5, "behind_s": 60.0}     # popped t0..t3, the oldest 60 s old
+    runner.run_once(wait_ms=0)
+    assert runner.lag()["behind_s"] == (now_ms - 40_004) / 1000     # this pass began at t4
+    with caplog.at_level(logging.INFO, logger="postbox.flows"):
+        runner._report()
+    assert "lag: 7 events not yet folded, oldest event of the last pass 60.0 s old" in caplog.text
+    while runner.run_once(wait_ms=0):
+        pass
+    assert runner.lag() == {"pending": 5, "behind_s": 0.0}           # caught up on p1; p2 never read
+
+
+def test_a_client_that_cannot_tell_the_lag_leaves_it_unknown(caplog):
+    import logging
+
+    runner = Runner(Query("q", "src").gate(lambda v, s: True).to("out"), FakeClient(msgs((0, 1))), batch=4)
+    runner.start()
+    assert runner.lag()["pending"] is None
+    with caplog.at_level(logging.INFO, logger="postbox.flows"):
+        runner._report()
+    assert "lag: ? events not yet folded" in caplog.text

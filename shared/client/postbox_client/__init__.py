@@ -1,5 +1,5 @@
-"""Postbox's Python client: queues, partitioned queues, flows, keyed streams and durable streams over
-HTTP, sync and async, with typed results, typed errors and retries. Needs only httpx.
+"""Postbox's Python client: queues, partitioned queues, flows, keyed streams, durable streams and work
+queues over HTTP, sync and async, with typed results, typed errors and retries. Needs only httpx.
 
 Names are loaded on first use, so `postbox_client.flows`' query builder and runner (pure Python) can
 be imported where httpx is not installed (the server runs hosted flows queries with them).
@@ -16,6 +16,7 @@ _WHERE = {
     "Durable": "durable", "AsyncDurable": "durable",
     "Partitioned": "partitioned", "AsyncPartitioned": "partitioned", "item": "partitioned",
     "Streams": "streams", "AsyncStreams": "streams",
+    "Work": "work", "AsyncWork": "work",
     "Flows": "flows.calls", "AsyncFlows": "flows.calls", "CycleFailed": "flows.runner",
     "RetryPolicy": "retry", "NO_RETRY": "retry",
     **{name: "models" for name in ("DurableInfo", "DurableRead", "Leased", "Message", "PushResult", "Queue",

@@ -11,6 +11,7 @@ from .partitioned import AsyncPartitioned, Partitioned
 from .retry import RetryPolicy
 from .streams import AsyncStreams, Streams
 from .transport import DEFAULT_TIMEOUT_S, AsyncTransport, Transport
+from .work import AsyncWork, Work
 
 
 class Client:
@@ -31,7 +32,7 @@ class Client:
         self.streams = Streams(self.transport, project)
         self.durable = Durable(self.transport)
         self.flows = Flows(self.transport)
-        # The work surface (/v1/modules/scaiqueue) gets its attribute here when it lands.
+        self.work = Work(self.transport)
 
     def close(self) -> None:
         self.transport.close()
@@ -60,7 +61,7 @@ class AsyncClient:
         self.streams = AsyncStreams(self.transport, project)
         self.durable = AsyncDurable(self.transport)
         self.flows = AsyncFlows(self.transport)
-        # The work surface (/v1/modules/scaiqueue) gets its attribute here when it lands.
+        self.work = AsyncWork(self.transport)
 
     async def close(self) -> None:
         await self.transport.close()

@@ -10,12 +10,12 @@ it counts toward the queue's `max_reads` and so ends in the dead letters if it k
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from .heartbeat import abeating, beating, run_handler
 from .models import Message
 from .queues import DEAD, QueueCalls, replay_plan
 
@@ -111,29 +111,14 @@ class Queues(QueueCalls):
 
     def _handle(self, name: str, message: Message, handler: Callable[[Message], Any], vt: float,
                 retry_delay: float | None) -> bool:
-        finished = threading.Event()
-
-        def heartbeat() -> None:
-            while not finished.wait(vt / 2):
-                try:
-                    self.set_vt(name, message.msg_id, vt)
-                except Exception as error:  # the message is gone or the server is away: stop extending
-                    log.warning("could not extend message %s: %s", message.msg_id, error)
-                    return
-
-        beat = threading.Thread(target=heartbeat, daemon=True, name=f"postbox-vt-{message.msg_id}")
-        beat.start()
         try:
-            handler(message)
+            with beating(lambda: self.set_vt(name, message.msg_id, vt), vt / 2, f"message {message.msg_id}"):
+                handler(message)
         except Exception:
             log.exception("handler failed on message %s of %s", message.msg_id, name)
-            finished.set()
-            beat.join()
             if retry_delay is not None:
                 self.set_vt(name, message.msg_id, retry_delay)
             return False
-        finished.set()
-        beat.join()
         self.archive(name, [message.msg_id])
         return True
 
@@ -167,24 +152,13 @@ class AsyncQueues(QueueCalls):
 
     async def _handle(self, name: str, message: Message, handler: Callable[[Message], Any], vt: float,
                       retry_delay: float | None) -> bool:
-        async def heartbeat() -> None:
-            while True:
-                await asyncio.sleep(vt / 2)
-                await self.set_vt(name, message.msg_id, vt)
-
-        beat = asyncio.create_task(heartbeat())
         try:
-            if inspect.iscoroutinefunction(handler):
-                await handler(message)
-            else:  # a blocking handler runs on a thread, so the heartbeat keeps beating
-                await asyncio.to_thread(handler, message)
+            async with abeating(lambda: self.set_vt(name, message.msg_id, vt), vt / 2, f"message {message.msg_id}"):
+                await run_handler(handler, message)
         except Exception:
             log.exception("handler failed on message %s of %s", message.msg_id, name)
-            beat.cancel()
             if retry_delay is not None:
                 await self.set_vt(name, message.msg_id, retry_delay)
             return False
-        finally:
-            beat.cancel()
         await self.archive(name, [message.msg_id])
         return True

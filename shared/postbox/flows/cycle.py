@@ -115,12 +115,12 @@ def run(principal: Principal, request: CycleRequest, stats: dict[str, int] | Non
     }
     try:
         with db.transaction() as conn:
-            partition = state.partition_ref(conn, tenant, request.partition_id)  # 404 before anything runs
+            found = state.refs(conn, tenant, request.partition_id, request.query_id)  # 404 before anything runs
             if request.quiet and request.ack is not None:
                 raise Invalid("quiet: only on an idle-flush cycle (ack: null)")
             ops = state.check_ops(request.state_ops or [])
             items = sink_items(request.push_items or [])
-            body, pushed = _commit(conn, tenant, partition, group, request, ops, items)
+            body, pushed = _commit(conn, tenant, found, group, request, ops, items)
     except NotFound as missing:
         if missing.code == "ownership":
             raise
@@ -135,12 +135,11 @@ def run(principal: Principal, request: CycleRequest, stats: dict[str, int] | Non
     return {**answer, **body, "success": True}
 
 
-def _commit(conn: psycopg.Connection, tenant: str, partition: int, group: str, request: CycleRequest,
+def _commit(conn: psycopg.Connection, tenant: str, found: state.Refs, group: str, request: CycleRequest,
             ops: list[state.StateOp], items: list[sinks.Item]) -> tuple[dict[str, Any], int]:
-    query = queries.find(conn, tenant, request.query_id)
+    query, queue_name, partition = found.query, found.queue_name, found.partition
     if query is None:
         raise NotFound("query not found")
-    queue_name = sinks.source_queue_name(conn, partition)
     if queue_name is None:
         raise NotFound("partition not found")
     if request.quiet:

@@ -1,6 +1,7 @@
 """How a flows runner talks to Postbox in process, through the domain functions: hosted queries,
 tests and benchmarks. (Over HTTP it is `postbox_client.flows.HttpClient`.) The calls are the
-runner's: register, get_state, due, cycle, pop and `close`; the cycle body is the wire body.
+runner's: register, get_state, due, cycle, pop, resource (its lag) and `close`; the cycle body is
+the wire body.
 """
 
 from __future__ import annotations
@@ -37,6 +38,16 @@ class LocalClient:
         from . import cycle
 
         return cycle.run(self.principal, cycle.parse(body))
+
+    def resource(self, queue: str) -> dict[str, Any] | None:
+        """The source queue's partitions and consumer groups' lag (None before the queue exists)."""
+        from ..errors import NotFound
+        from ..partitioned import service
+
+        try:
+            return service.queue_resource(self.principal, queue)
+        except NotFound:
+            return None
 
     def pop(self, queue: str, *, batch: int, wait_ms: int, consumer_group: str) -> list[dict[str, Any]]:
         from ..errors import NotFound

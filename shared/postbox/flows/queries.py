@@ -38,11 +38,18 @@ def require(principal: Principal, need: str) -> str:
 _COLUMNS = "id::text, tenant_id::text, name, source_queue, sink_queue, config_hash"
 
 
-def find(conn: psycopg.Connection, tenant_id: str, query_id: str) -> QueryRow | None:
-    """The tenant's query by id; None for an unknown id, a malformed one or another tenant's."""
+def well_formed(query_id: Any) -> str | None:
+    """The id as text when it can name a query (a UUID), else None: nothing to look up."""
     try:
         uuid.UUID(str(query_id))
     except ValueError:
+        return None
+    return str(query_id)
+
+
+def find(conn: psycopg.Connection, tenant_id: str, query_id: str) -> QueryRow | None:
+    """The tenant's query by id; None for an unknown id, a malformed one or another tenant's."""
+    if well_formed(query_id) is None:
         return None
     row = conn.execute(f"SELECT {_COLUMNS} FROM flow_queries WHERE id = %s AND tenant_id = %s",
                        (str(query_id), tenant_id)).fetchone()

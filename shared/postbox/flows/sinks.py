@@ -18,7 +18,7 @@ from ..partitioned import DEFAULT_PARTITION, QUEUE_MODE, consume, produce, queue
 from ..partitioned.produce import Item
 
 __all__ = ["DEFAULT_PARTITION", "QUEUE_MODE", "Item", "ack", "is_ok", "lock_quiet", "push", "quiet_among",
-           "source_defaults", "source_queue_name"]
+           "source_defaults"]
 
 # A source partition is quiet for a consumer group when the group has consumed everything in it
 # (retention may have moved its start past the cursor) and no live lease is held on it.
@@ -47,13 +47,6 @@ def ack(conn: psycopg.Connection, tenant_id: str, partition_id: str, group: str,
 
 def is_ok(status: str | None) -> bool:
     return consume.is_ok(status)
-
-
-def source_queue_name(conn: psycopg.Connection, partition: int) -> str | None:
-    """The name of the queue a (checked) source partition belongs to."""
-    row = conn.execute("SELECT q.name FROM log_partitions p JOIN pq_queues q ON q.id = p.owner_id"
-                       " WHERE p.id = %s", (partition,)).fetchone()
-    return row[0] if row else None
 
 
 def quiet_among(conn: psycopg.Connection, partitions: list[int], group: str) -> list[int]:

@@ -214,7 +214,8 @@ END $$;
 -- child into its target queue (`route` and `copy` alike): the message's type, labels, body,
 -- priority, content type, correlation id and HITL spec, with `parent_id` and `causation_id` the
 -- message's id, the labels `routing.trigger` and `routing.rule`, and the rule as its source; the
--- child is then routed by `message_published` rules in its turn. The 5-hop breaker counts the
+-- child is then routed by `message_published` rules in its turn (a target in another scope is not
+-- routed into: trusts govern publishes only). The 5-hop breaker counts the
 -- message's ancestors (its parent_id chain): a message with 5 already is not routed again, and the
 -- journal records `scaiqueue.routing.stopped` instead. A child that cannot be published (scope not
 -- active, queue paused or full) is not, recorded the same way, and the moment itself still happens.
@@ -251,6 +252,8 @@ BEGIN
     SELECT * INTO c FROM work_queues WHERE id = r.target_queue;
     IF v_hops >= 5 THEN
         v_why := format('loop breaker: %s hops; rule %s not applied', v_hops, r.name);
+    ELSIF c.scope_id <> s.id THEN  -- across scopes only a publish routes (under a trust)
+        v_why := format('rule %s not applied: a lifecycle rule routes within its scope', r.name);
     ELSIF s.state <> 'active' OR c.state = 'paused' THEN
         v_why := format('rule %s not applied: the %s is paused', r.name, CASE WHEN c.state = 'paused'
                                                                               THEN 'target queue' ELSE 'scope' END);
@@ -581,7 +584,8 @@ BEGIN
     RETURN work_message_doc(m.id);
 END $$;
 
--- As in 0018, with the actor.
+-- As in 0020 (the scope loaded, and so the caller's ACL checked, before any HITL spec is read),
+-- with the actor.
 DROP FUNCTION work_complete_checked(uuid, uuid, jsonb);
 CREATE FUNCTION work_complete_checked(p_tenant uuid, p_scope uuid, p_item jsonb,
                                       p_actor_type text DEFAULT NULL, p_actor_id text DEFAULT NULL)
@@ -590,6 +594,7 @@ DECLARE
     v_spec jsonb;
     v_errors jsonb;
 BEGIN
+    PERFORM work_scope_of(p_tenant, p_scope);  -- the caller's ACL first: a denied actor learns nothing of the spec
     SELECT m.hitl_spec INTO v_spec FROM work_messages m
     WHERE m.id = (p_item->>'id')::uuid AND m.scope_id = p_scope AND m.tenant_id = p_tenant AND m.state = 'claimed';
     IF v_spec IS NOT NULL AND (v_spec ? 'decision' OR v_spec ? 'input') THEN
@@ -780,7 +785,7 @@ BEGIN
     RETURN coalesce(v_out, '[]');
 END $$;
 
--- As in 0018, with the actor.
+-- As in 0020 (the scope and the caller's ACL first), with the actor.
 DROP FUNCTION work_complete_batch_checked(uuid, uuid, jsonb, uuid[]);
 CREATE FUNCTION work_complete_batch_checked(p_tenant uuid, p_scope uuid, p_items jsonb, p_ids uuid[],
                                             p_actor_type text DEFAULT NULL, p_actor_id text DEFAULT NULL)
@@ -791,6 +796,7 @@ DECLARE
     v_keep_ids uuid[];
     v_done jsonb := '[]';
 BEGIN
+    PERFORM work_scope_of(p_tenant, p_scope);  -- the caller's ACL first, even when no item reaches the finish
     p_ids := coalesce(p_ids, work_item_ids(p_items));
     SELECT jsonb_object_agg(b.n::text, b.errs) INTO v_bad FROM (
         SELECT i.n, work_hitl_errors(m.hitl_spec, coalesce(i.e->'response', '{}')) AS errs

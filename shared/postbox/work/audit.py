@@ -14,6 +14,7 @@ import psycopg
 
 from .. import db
 from ..tenancy import Principal, require
+from . import acl
 from .common import SCOPE_NOT_FOUND, VIEW, as_json, decode_cursor, page, parse_id
 
 TRACE_LIMIT = 1000
@@ -89,6 +90,7 @@ def query(principal: Principal, scope_id: str, *, event_type: str | None = None,
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     before = decode_cursor(cursor)
     with db.connection() as conn, db.domain_errors():
+        acl.load_scope(conn, principal, tenant_id, scope_id, VIEW)
         rows = conn.execute(_QUERY, {
             "t": tenant_id, "s": scope_id, "event_type": event_type, "actor_id": actor_id,
             "resource_type": resource_type, "correlation_id": correlation_id,
@@ -102,6 +104,7 @@ def trace(principal: Principal, scope_id: str, correlation_id: str) -> list[dict
     tenant_id = require(principal, VIEW)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.connection() as conn, db.domain_errors():
+        acl.load_scope(conn, principal, tenant_id, scope_id, VIEW)
         rows = conn.execute(_TRACE, {"t": tenant_id, "s": scope_id, "c": correlation_id, "n": TRACE_LIMIT}).fetchall()
     return [r[0] for r in rows]
 
@@ -111,4 +114,5 @@ def stats(principal: Principal, scope_id: str) -> dict[str, int]:
     tenant_id = require(principal, VIEW)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.connection() as conn, db.domain_errors():
+        acl.load_scope(conn, principal, tenant_id, scope_id, VIEW)
         return conn.execute(_STATS, {"t": tenant_id, "s": scope_id}).fetchone()[0]

@@ -6,6 +6,7 @@ from typing import Any
 
 from .. import db
 from ..tenancy import Principal, require
+from . import acl
 from .common import MESSAGE_NOT_FOUND, QUEUE_NOT_FOUND, SCOPE_NOT_FOUND, VIEW, decode_cursor, missing, page, parse_id
 
 STATES = ("pending", "claimed", "completed", "failed", "dead_lettered", "cancelled", "expired", "archived",
@@ -36,10 +37,11 @@ SELECT row_to_json(d) FROM work_message_docs d
 WHERE d.id = %(m)s AND d.queue_id = (SELECT work_queue_of(%(s)s, %(q)s)).queue_id
 """
 
-_CHAIN = """
+_CHAIN = f"""
 SELECT row_to_json(d)
 FROM work_messages m JOIN work_message_docs d ON d.id = m.id
-WHERE m.scope_id = (SELECT work_scope_of(%(t)s, %(s)s)).id AND m.correlation_id = %(c)s
+WHERE m.scope_id = (SELECT (work_scope_of(%(t)s, %(s)s)).id FROM {acl.GATE_NAMED} _)
+  AND m.correlation_id = %(c)s
 ORDER BY m.seq LIMIT %(n)s
 """
 
@@ -56,6 +58,7 @@ def list_messages(principal: Principal, scope_id: str, queue_id: str, state: str
     scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
     after = decode_cursor(cursor) or 0
     with db.transaction() as conn:
+        acl.load_scope(conn, principal, tenant_id, scope_id, VIEW, queue=queue_id)
         _check_queue(conn, tenant_id, scope_id, queue_id)
         with db.domain_errors():
             query = _LIST_LIVE if state in LIVE_STATES else _LIST_ENDED
@@ -70,6 +73,7 @@ def get_message(principal: Principal, scope_id: str, queue_id: str, message_id: 
     scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
     message_id = parse_id(message_id, MESSAGE_NOT_FOUND)
     with db.transaction() as conn:
+        acl.load_scope(conn, principal, tenant_id, scope_id, VIEW, queue=queue_id)
         _check_queue(conn, tenant_id, scope_id, queue_id)
         with db.domain_errors():
             row = conn.execute(_ONE, {"s": scope_id, "q": queue_id, "m": message_id}).fetchone()
@@ -83,6 +87,8 @@ def correlation_chain(principal: Principal, scope_id: str, correlation_id: str) 
     tenant_id = require(principal, VIEW)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.connection() as conn, db.domain_errors():
-        conn.execute("SELECT work_scope_synced(%s, %s)", (tenant_id, scope_id))  # events carry the chain too
-        rows = conn.execute(_CHAIN, {"t": tenant_id, "s": scope_id, "c": correlation_id, "n": CHAIN_LIMIT}).fetchall()
+        gate = acl.guard(principal, tenant_id, scope_id, VIEW)
+        conn.execute(f"SELECT work_scope_synced(%s, %s) FROM {acl.GATE} _", (tenant_id, scope_id, gate))  # events too
+        rows = conn.execute(_CHAIN, {"t": tenant_id, "s": scope_id, "c": correlation_id, "n": CHAIN_LIMIT,
+                                     "acl": gate}).fetchall()
     return [r[0] for r in rows]

@@ -28,6 +28,18 @@ def missing(code: str) -> NotFound:
     return NotFound(_MISSING[code], code=code)
 
 
+def own_tenant(tenant_id: str, path_tenant: str) -> str:
+    """`tenant_id` (the caller's) when the path names it; any other tenant, or a malformed id, is
+    answered as a missing one (404 `NOT_FOUND`), so tenants cannot be probed."""
+    try:
+        named = str(uuid.UUID(str(path_tenant)))
+    except ValueError:
+        named = None
+    if named != tenant_id:
+        raise NotFound("Tenant not found.", code="NOT_FOUND")
+    return tenant_id
+
+
 def parse_id(value: str, code: str) -> str:
     """A path id as a UUID string; anything that is not a UUID names nothing (404, not 422)."""
     try:

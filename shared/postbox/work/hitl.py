@@ -21,7 +21,7 @@ import psycopg
 from .. import db
 from ..errors import Conflict, NotFound, Unprocessable
 from ..tenancy import Principal, require
-from . import audit
+from . import acl, audit
 from .common import MANAGE, SCOPE_NOT_FOUND, SLUG_CONFLICT, VIEW, as_json, parse_id
 
 PATTERN_NOT_FOUND = "SCAIQUEUE_HITL_PATTERN_NOT_FOUND"
@@ -90,18 +90,13 @@ def expand(pattern: dict[str, Any], given: dict[str, Any], at: str = "parameters
     return _substitute(pattern["spec"], values)
 
 
-def _scope(conn: psycopg.Connection, tenant_id: str, scope_id: str) -> None:
-    with db.domain_errors():
-        conn.execute("SELECT work_scope_of(%s, %s)", (tenant_id, scope_id))
-
-
 def register(principal: Principal, scope_id: str, fields: dict[str, Any]) -> dict[str, Any]:
     tenant_id = require(principal, MANAGE)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     parameters = fields.get("parameters") or []
     _declared(fields["spec"], parameters)
     with db.transaction() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE)
         row = conn.execute(
             f"INSERT INTO work_hitl_patterns AS x (scope_id, name, version, spec, parameters)"
             f" VALUES (%s, %s, %s, %s::jsonb, %s::jsonb) ON CONFLICT (scope_id, name, version) DO NOTHING"
@@ -120,7 +115,7 @@ def list_patterns(principal: Principal, scope_id: str) -> list[dict[str, Any]]:
     tenant_id = require(principal, VIEW)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.connection() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, VIEW)
         rows = conn.execute(f"SELECT {_DOC} FROM work_hitl_patterns x WHERE x.scope_id = %s"
                             " ORDER BY x.name, x.created_at", (scope_id,)).fetchall()
     return [r[0] for r in rows]
@@ -131,7 +126,8 @@ def _load(tenant_id: str, scope_id: str, name: str, version: str) -> dict[str, A
     found = _patterns.get(key)
     if found is None:
         with db.connection() as conn:
-            _scope(conn, tenant_id, scope_id)
+            with db.domain_errors():
+                conn.execute("SELECT work_scope_of(%s, %s)", (tenant_id, scope_id))
             row = conn.execute(f"SELECT {_DOC} FROM work_hitl_patterns x WHERE x.scope_id = %s AND x.name = %s"
                                " AND x.version = %s", (scope_id, name, version)).fetchone()
         if row is None:
@@ -146,7 +142,10 @@ def _load(tenant_id: str, scope_id: str, name: str, version: str) -> dict[str, A
 
 def get_pattern(principal: Principal, scope_id: str, name: str, version: str) -> dict[str, Any]:
     tenant_id = require(principal, VIEW)
-    return _load(tenant_id, parse_id(scope_id, SCOPE_NOT_FOUND), name, version)
+    scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
+    with db.connection() as conn:  # the ACL is checked on every read, the pattern itself may be cached
+        acl.load_scope(conn, principal, tenant_id, scope_id, VIEW)
+    return _load(tenant_id, scope_id, name, version)
 
 
 def expand_pattern(principal: Principal, scope_id: str, name: str, version: str,

@@ -9,12 +9,14 @@ message, the old token no longer matches and the late consumer gets SCAIQUEUE_NO
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from .. import db
 from ..errors import Conflict
 from ..tenancy import Principal, require
 from . import hitl, schemas
+from .acl import ENTER, guard
 from .common import CONSUME, MANAGE, MESSAGE_NOT_FOUND, PUBLISH, QUEUE_NOT_FOUND, SCOPE_NOT_FOUND, as_json, parse_id
 
 SCHEMA_STALE = "SCAIQUEUE_SCHEMA_STALE"
@@ -31,13 +33,14 @@ def publish(principal: Principal, scope_id: str, queue_id: str, message: dict[st
     # The message's source is the caller's actor (a work API key's subject, or the tenant key itself).
     message["source_type"], message["source_id"] = principal.actor
     schema_id = schemas.believed(queue_id)
+    gate = guard(principal, tenant_id, scope_id, PUBLISH, queue=queue_id)
     for attempt in range(3):
         schema_id = schemas.checked(queue_id, schema_id, message.get("body"))
         try:
             with db.connection() as conn, db.domain_errors():
-                answer = conn.execute("SELECT work_publish_routed(%s, %s, %s, %s::jsonb, %s, %s)",
+                answer = conn.execute(f"SELECT work_publish_routed(%s, %s, %s, %s::jsonb, %s, %s) FROM {ENTER} _",
                                       (tenant_id, scope_id, queue_id, as_json(message), principal.key_id,
-                                       schema_id)).fetchone()[0]
+                                       schema_id, gate)).fetchone()[0]
             break
         except Conflict as e:  # the queue names another schema than we believed: learn it, check again
             if e.code != SCHEMA_STALE or attempt == 2:
@@ -53,9 +56,10 @@ def claim(principal: Principal, scope_id: str, queue_id: str, batch_size: int,
     tenant_id = require(principal, CONSUME)
     scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
     with db.connection() as conn, db.domain_errors():
-        return conn.execute("SELECT work_claim(%s, %s, %s, %s, %s, %s, %s, %s)",
-                            (tenant_id, scope_id, queue_id, batch_size, visibility_timeout_s,
-                             principal.key_id, *principal.actor)).fetchone()[0]
+        return conn.execute(f"SELECT work_claim(%s, %s, %s, %s, %s, %s, %s, %s) FROM {ENTER} _",
+                            (tenant_id, scope_id, queue_id, batch_size, visibility_timeout_s, principal.key_id,
+                             *principal.actor,
+                             guard(principal, tenant_id, scope_id, CONSUME, queue=queue_id))).fetchone()[0]
 
 
 def finish(principal: Principal, scope_id: str, message_id: str, action: str, item: dict[str, Any]) -> dict:
@@ -63,13 +67,14 @@ def finish(principal: Principal, scope_id: str, message_id: str, action: str, it
     tenant_id = require(principal, ACTIONS[action])
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     item = {**item, "id": parse_id(message_id, MESSAGE_NOT_FOUND)}
+    gate = guard(principal, tenant_id, scope_id, ACTIONS[action], messages=[item["id"]])
     if action == "complete":  # the response must fit the message's HITL spec, if it has one
         with db.connection() as conn, db.domain_errors(), hitl.response_errors():
-            return conn.execute("SELECT work_complete_checked(%s, %s, %s::jsonb, %s, %s)",
-                                (tenant_id, scope_id, as_json(item), *principal.actor)).fetchone()[0]
+            return conn.execute(f"SELECT work_complete_checked(%s, %s, %s::jsonb, %s, %s) FROM {ENTER} _",
+                                (tenant_id, scope_id, as_json(item), *principal.actor, gate)).fetchone()[0]
     with db.connection() as conn, db.domain_errors():
-        return conn.execute("SELECT work_finish(%s, %s, %s, %s::jsonb, %s, %s)",
-                            (tenant_id, scope_id, action, as_json(item), *principal.actor)).fetchone()[0]
+        return conn.execute(f"SELECT work_finish(%s, %s, %s, %s::jsonb, %s, %s) FROM {ENTER} _",
+                            (tenant_id, scope_id, action, as_json(item), *principal.actor, gate)).fetchone()[0]
 
 
 def finish_batch(principal: Principal, scope_id: str, action: str, items: list[dict[str, Any]]) -> list[dict]:
@@ -77,10 +82,20 @@ def finish_batch(principal: Principal, scope_id: str, action: str, items: list[d
     {id, ok, state} or {id, ok: false, error: {code, message}}; one refused item spoils none of the others."""
     tenant_id = require(principal, ACTIONS[action])
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
-    # The items' ids are read as UUIDs in SQL (work_item_ids): one that is not names no message.
+    ids = [_uuid_or_none(item.get("id")) for item in items]
+    gate = guard(principal, tenant_id, scope_id, ACTIONS[action], messages=[str(i) for i in ids if i])
     with db.connection() as conn, db.domain_errors():
         if action == "complete":  # responses checked against the messages' HITL specs
-            return conn.execute("SELECT work_complete_batch_checked(%s, %s, %s::jsonb, NULL, %s, %s)",
-                                (tenant_id, scope_id, as_json(items), *principal.actor)).fetchone()[0]
-        return conn.execute("SELECT work_finish_batch(%s, %s, %s, %s::jsonb, NULL, %s, %s)",
-                            (tenant_id, scope_id, action, as_json(items), *principal.actor)).fetchone()[0]
+            return conn.execute(f"SELECT work_complete_batch_checked(%s, %s, %s::jsonb, %s::uuid[], %s, %s)"
+                                f" FROM {ENTER} _",
+                                (tenant_id, scope_id, as_json(items), ids, *principal.actor, gate)).fetchone()[0]
+        return conn.execute(f"SELECT work_finish_batch(%s, %s, %s, %s::jsonb, %s::uuid[], %s, %s) FROM {ENTER} _",
+                            (tenant_id, scope_id, action, as_json(items), ids, *principal.actor, gate)).fetchone()[0]
+
+
+def _uuid_or_none(value: Any) -> uuid.UUID | None:
+    """An item's id as a UUID; one that is not names no message (its item answers not found)."""
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        return None

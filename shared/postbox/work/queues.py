@@ -13,7 +13,7 @@ import psycopg
 from .. import db
 from ..errors import Conflict
 from ..tenancy import Principal, require
-from . import audit
+from . import acl, audit
 from .common import (
     INVALID_TRANSITION,
     MANAGE,
@@ -61,16 +61,20 @@ def _doc(row: tuple) -> dict[str, Any]:
     }
 
 
-def _scope_defaults(conn: psycopg.Connection, tenant_id: str, scope_id: str, *, lock: bool = False) -> dict:
-    row = conn.execute("SELECT defaults FROM work_scopes WHERE id = %s AND tenant_id = %s"
-                       + (" FOR SHARE" if lock else ""), (scope_id, tenant_id)).fetchone()
+def _scope_defaults(conn: psycopg.Connection, tenant_id: str, scope_id: str, gate: str, *,
+                    lock: bool = False) -> dict:
+    """The scope's queue defaults, the caller checked by the ACL (`gate`, acl.guard's) in the same statement."""
+    with db.domain_errors():
+        row = conn.execute(f"SELECT defaults FROM work_scopes WHERE id = %s AND tenant_id = %s AND {acl.CHECKED}"
+                           + (" FOR SHARE" if lock else ""), (scope_id, tenant_id, gate)).fetchone()
     if row is None:
         raise missing(SCOPE_NOT_FOUND)
     return row[0] or {}
 
 
-def _row(conn: psycopg.Connection, tenant_id: str, scope_id: str, queue_id: str, *, lock: bool = False) -> tuple:
-    _scope_defaults(conn, tenant_id, scope_id)
+def _row(conn: psycopg.Connection, principal: Principal, op: str, tenant_id: str, scope_id: str, queue_id: str, *,
+         lock: bool = False) -> tuple:
+    _scope_defaults(conn, tenant_id, scope_id, acl.guard(principal, tenant_id, scope_id, op, queue=queue_id))
     row = conn.execute(f"SELECT {_COLUMNS} FROM work_queues q WHERE q.queue_id = %s AND q.scope_id = %s"
                        + (" FOR UPDATE" if lock else ""), (queue_id, scope_id)).fetchone()
     if row is None:
@@ -87,7 +91,8 @@ def create_queue(principal: Principal, scope_id: str, fields: dict[str, Any]) ->
     tenant_id = require(principal, MANAGE)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.transaction() as conn:
-        defaults = _scope_defaults(conn, tenant_id, scope_id, lock=True)
+        defaults = _scope_defaults(conn, tenant_id, scope_id, acl.guard(principal, tenant_id, scope_id, MANAGE),
+                                   lock=True)
         settings = {k: fields[k] if fields.get(k) is not None else defaults.get(k, v) for k, v in SETTINGS.items()}
         row = conn.execute(
             "INSERT INTO work_queues (scope_id, tenant_id, slug, display_name, description, consumer_mode, ordering,"
@@ -112,7 +117,7 @@ def list_queues(principal: Principal, scope_id: str, limit: int = 50,
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     after = decode_cursor(cursor)
     with db.connection() as conn:
-        _scope_defaults(conn, tenant_id, scope_id)
+        _scope_defaults(conn, tenant_id, scope_id, acl.guard(principal, tenant_id, scope_id, VIEW))
         rows = conn.execute(
             f"SELECT {_COLUMNS} FROM work_queues q WHERE q.scope_id = %s AND (%s::text IS NULL OR q.slug > %s)"
             " ORDER BY q.slug LIMIT %s", (scope_id, after, after, limit + 1)).fetchall()
@@ -122,13 +127,13 @@ def list_queues(principal: Principal, scope_id: str, limit: int = 50,
 def get_queue(principal: Principal, scope_id: str, queue_id: str) -> dict[str, Any]:
     tenant_id = require(principal, VIEW)
     with db.connection() as conn:
-        return _doc(_row(conn, tenant_id, *_ids(scope_id, queue_id)))
+        return _doc(_row(conn, principal, VIEW, tenant_id, *_ids(scope_id, queue_id)))
 
 
 def stats(principal: Principal, scope_id: str, queue_id: str) -> dict[str, Any]:
     tenant_id = require(principal, VIEW)
     with db.connection() as conn:
-        row = _row(conn, tenant_id, *_ids(scope_id, queue_id))
+        row = _row(conn, principal, VIEW, tenant_id, *_ids(scope_id, queue_id))
         if row[6] and row[3] == "_events":  # materialised from the journal when read, all of it here:
             # each call brings in at most EVENTS_PER_READ, in its own transaction (autocommit)
             while conn.execute("SELECT work_events_sync(%s)", (row[2],)).fetchone()[0] >= EVENTS_PER_READ:
@@ -146,7 +151,7 @@ def set_paused(principal: Principal, scope_id: str, queue_id: str, paused: bool)
     """Pause or resume; doing either twice answers the queue as it is."""
     tenant_id = require(principal, MANAGE)
     with db.transaction() as conn:
-        row = _row(conn, tenant_id, *_ids(scope_id, queue_id), lock=True)
+        row = _row(conn, principal, MANAGE, tenant_id, *_ids(scope_id, queue_id), lock=True)
         updated = conn.execute(
             f"UPDATE work_queues q SET state = %s, updated_at = clock_timestamp() WHERE q.id = %s RETURNING {_COLUMNS}",
             ("paused" if paused else "active", row[0]),
@@ -160,7 +165,7 @@ def delete_queue(principal: Principal, scope_id: str, queue_id: str) -> None:
     """Delete a user queue that holds nothing pending or claimed; its ended messages go with it."""
     tenant_id = require(principal, MANAGE)
     with db.transaction() as conn:
-        row = _row(conn, tenant_id, *_ids(scope_id, queue_id), lock=True)
+        row = _row(conn, principal, MANAGE, tenant_id, *_ids(scope_id, queue_id), lock=True)
         if row[6]:
             raise Conflict("System queues cannot be deleted.", code=INVALID_TRANSITION)
         found = conn.execute(_DEPTHS, ([row[0]],)).fetchone()

@@ -1,8 +1,9 @@
 """Routing rules of a scope: stored here, applied by the publish function (`work_route` in SQL).
 
 A rule's `conditions` and `action` arrive already parsed (the handler's models refuse what does
-not parse); this module resolves the queues they name inside the rule's scope, refusing a rule
-whose target queue does not exist, and answers dry runs with the same SQL the publish uses.
+not parse); this module resolves the queues they name inside the rule's scope (or, for a route or
+copy with `target_scope_id`, in another scope a trust opens: `acl.check_route_target`), refusing
+a rule whose target queue does not exist, and answers dry runs with the same SQL the publish uses.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import psycopg
 from .. import db
 from ..errors import NotFound, Unprocessable
 from ..tenancy import Principal, require
-from . import audit
+from . import acl, audit
 from .common import MANAGE, SCOPE_NOT_FOUND, VIEW, as_json, parse_id
 
 RULE_NOT_FOUND = "SCAIQUEUE_RULE_NOT_FOUND"
@@ -46,11 +47,6 @@ def _rule_missing() -> NotFound:
     return NotFound("Routing rule not found.", code=RULE_NOT_FOUND)
 
 
-def _scope(conn: psycopg.Connection, tenant_id: str, scope_id: str) -> str:
-    with db.domain_errors():
-        return str(conn.execute("SELECT (work_scope_of(%s, %s)).id", (tenant_id, scope_id)).fetchone()[0])
-
-
 def _queue(conn: psycopg.Connection, scope_id: str, queue_id: str | None, field: str) -> tuple[int, str] | None:
     """(internal id, slug) of a queue of this scope that a rule names; a missing one is refused."""
     if queue_id is None:
@@ -67,14 +63,23 @@ def _queue(conn: psycopg.Connection, scope_id: str, queue_id: str | None, field:
     return row[0], row[1]
 
 
-def _columns(conn: psycopg.Connection, scope_id: str, fields: dict[str, Any]) -> dict[str, Any]:
+def _target(conn: psycopg.Connection, tenant_id: str, scope_id: str, action: dict[str, Any]) -> tuple[int, str] | None:
+    """The queue a route or copy sends to: in this scope, or in `target_scope_id` when a trust lets
+    this scope route there (refused 403 otherwise; checked again at every routing)."""
+    other = action.get("target_scope_id")
+    if other is None or (action.get("queue_id") and str(uuid.UUID(other)) == scope_id):
+        return _queue(conn, scope_id, action.get("queue_id"), "action.queue_id")
+    return acl.check_route_target(conn, tenant_id, scope_id, other, action["queue_id"], "action.queue_id")
+
+
+def _columns(conn: psycopg.Connection, tenant_id: str, scope_id: str, fields: dict[str, Any]) -> dict[str, Any]:
     """The table's columns for the fields a request gives (queues resolved to internal ids)."""
     out = {k: fields[k] for k in ("name", "description", "priority", "enabled", "trigger") if k in fields}
     if "conditions" in fields:
         out["conditions"] = as_json(fields["conditions"])
     if "action" in fields:
         action = fields["action"]
-        target = _queue(conn, scope_id, action.get("queue_id"), "action.queue_id")
+        target = _target(conn, tenant_id, scope_id, action)
         out["action"] = as_json(action)
         out["target_queue"] = target[0] if target else None
     if "source" in fields:
@@ -88,9 +93,9 @@ def create_rule(principal: Principal, scope_id: str, fields: dict[str, Any]) -> 
     tenant_id = require(principal, MANAGE)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.transaction() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE)
         cols = {"priority": 100, "enabled": True, "trigger": "message_published", "conditions": None,
-                **_columns(conn, scope_id, fields)}
+                **_columns(conn, tenant_id, scope_id, fields)}
         names = ", ".join(cols)
         values = ", ".join(f"%({k})s" + ("::jsonb" if k in ("conditions", "action") else "") for k in cols)
         rule_id = conn.execute(f"INSERT INTO work_routing_rules (scope_id, {names}) VALUES (%(scope)s, {values})"
@@ -128,7 +133,7 @@ def list_rules(principal: Principal, scope_id: str) -> list[dict[str, Any]]:
     tenant_id = require(principal, VIEW)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.connection() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, VIEW)
         rows = conn.execute(f"SELECT {_DOC} FROM work_routing_rules r WHERE r.scope_id = %s {_ORDER}",
                             (scope_id,)).fetchall()
     return [r[0] for r in rows]
@@ -138,7 +143,7 @@ def get_rule(principal: Principal, scope_id: str, rule_id: str) -> dict[str, Any
     tenant_id = require(principal, VIEW)
     scope_id, rule_id = parse_id(scope_id, SCOPE_NOT_FOUND), _rule_id(rule_id)
     with db.connection() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, VIEW)
         return _one(conn, scope_id, rule_id)
 
 
@@ -147,8 +152,8 @@ def update_rule(principal: Principal, scope_id: str, rule_id: str, fields: dict[
     tenant_id = require(principal, MANAGE)
     scope_id, rule_id = parse_id(scope_id, SCOPE_NOT_FOUND), _rule_id(rule_id)
     with db.transaction() as conn:
-        _scope(conn, tenant_id, scope_id)
-        cols = _columns(conn, scope_id, fields)
+        acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE)
+        cols = _columns(conn, tenant_id, scope_id, fields)
         sets = ", ".join(f"{k} = %({k})s" + ("::jsonb" if k in ("conditions", "action") else "") for k in cols)
         found = conn.execute(
             f"UPDATE work_routing_rules SET {sets + ', ' if sets else ''}updated_at = clock_timestamp()"
@@ -167,7 +172,7 @@ def delete_rule(principal: Principal, scope_id: str, rule_id: str) -> None:
     tenant_id = require(principal, MANAGE)
     scope_id, rule_id = parse_id(scope_id, SCOPE_NOT_FOUND), _rule_id(rule_id)
     with db.transaction() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE)
         if conn.execute("DELETE FROM work_routing_rules WHERE id = %s AND scope_id = %s RETURNING id",
                         (rule_id, scope_id)).fetchone() is None:
             raise _rule_missing()
@@ -181,7 +186,7 @@ def dry_run(principal: Principal, scope_id: str, trigger: str, message: dict[str
     tenant_id = require(principal, VIEW)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.connection() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, VIEW)
         queue = _queue(conn, scope_id, message.get("queue_id"), "message.queue_id")
         rows = conn.execute(_TEST, {"s": scope_id, "trigger": trigger, "msg": as_json(message),
                                     "queue": queue[0] if queue else None,

@@ -20,7 +20,7 @@ from jsonschema.exceptions import SchemaError
 from .. import db
 from ..errors import Conflict, NotFound, Unprocessable
 from ..tenancy import Principal, require
-from . import audit
+from . import acl, audit
 from .common import MANAGE, QUEUE_NOT_FOUND, SCOPE_NOT_FOUND, SLUG_CONFLICT, VIEW, as_json, parse_id
 
 SCHEMA_NOT_FOUND = "SCAIQUEUE_SCHEMA_NOT_FOUND"
@@ -57,17 +57,12 @@ def _checked(schema: Any) -> None:
                             fields=[{"field": _path("schema", e.absolute_path), "message": e.message}]) from None
 
 
-def _scope(conn: psycopg.Connection, tenant_id: str, scope_id: str) -> None:
-    with db.domain_errors():
-        conn.execute("SELECT work_scope_of(%s, %s)", (tenant_id, scope_id))
-
-
 def register(principal: Principal, scope_id: str, name: str, version: str, schema: Any) -> dict[str, Any]:
     tenant_id = require(principal, MANAGE)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     _checked(schema)
     with db.transaction() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE)
         row = conn.execute(
             f"INSERT INTO work_schemas AS x (scope_id, name, version, schema) VALUES (%s, %s, %s, %s::jsonb)"
             f" ON CONFLICT (scope_id, name, version) DO NOTHING RETURNING {_DOC}",
@@ -84,7 +79,7 @@ def list_schemas(principal: Principal, scope_id: str) -> list[dict[str, Any]]:
     tenant_id = require(principal, VIEW)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.connection() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, VIEW)
         rows = conn.execute(f"SELECT {_DOC} FROM work_schemas x WHERE x.scope_id = %s ORDER BY x.name, x.created_at",
                             (scope_id,)).fetchall()
     return [r[0] for r in rows]
@@ -102,7 +97,7 @@ def get_schema(principal: Principal, scope_id: str, name: str, version: str) -> 
     tenant_id = require(principal, VIEW)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.connection() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, VIEW)
         return _one(conn, scope_id, name, version)
 
 
@@ -118,7 +113,7 @@ def deprecate(principal: Principal, scope_id: str, name: str, version: str) -> d
     tenant_id = require(principal, MANAGE)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.transaction() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE)
         conn.execute("UPDATE work_schemas SET deprecated = true, updated_at = clock_timestamp()"
                      " WHERE scope_id = %s AND name = %s AND version = %s", (scope_id, name, version))
         found = _one(conn, scope_id, name, version)
@@ -133,7 +128,7 @@ def bind_queue(principal: Principal, scope_id: str, queue_id: str, name: str | N
     tenant_id = require(principal, MANAGE)
     scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
     with db.transaction() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE, queue=queue_id)
         found = None
         if name is not None:
             found = _one(conn, scope_id, name, version or "")

@@ -13,7 +13,7 @@ import psycopg
 from .. import db
 from ..errors import Conflict
 from ..tenancy import Principal, require
-from . import audit
+from . import acl, audit
 from .common import (
     INVALID_TRANSITION,
     MANAGE,
@@ -62,6 +62,8 @@ UPDATE work_scopes SET dead_letter_queue_id = (SELECT id FROM made WHERE slug = 
 WHERE id = %(s)s
 """
 
+_LOCK = f"SELECT state FROM work_scopes WHERE id = %s AND tenant_id = %s AND {acl.CHECKED} FOR UPDATE"
+
 
 def _doc(row: tuple) -> dict[str, Any]:
     (sid, slug, name, description, defaults, state, published, claimed, retention, alert, created, updated,
@@ -75,9 +77,13 @@ def _doc(row: tuple) -> dict[str, Any]:
     }
 
 
-def _fetch(conn: psycopg.Connection, tenant_id: str, scope_id: str) -> dict[str, Any]:
-    row = conn.execute(f"SELECT {_COLUMNS} FROM work_scopes s WHERE s.id = %s AND s.tenant_id = %s",
-                       (scope_id, tenant_id)).fetchone()
+def _fetch(conn: psycopg.Connection, tenant_id: str, scope_id: str, gate: str | None = None) -> dict[str, Any]:
+    """The scope's document; with `gate` (acl.guard's), the caller is checked in the same statement."""
+    query, params = f"SELECT {_COLUMNS} FROM work_scopes s WHERE s.id = %s AND s.tenant_id = %s", [scope_id, tenant_id]
+    if gate:
+        query, params = query + f" AND {acl.CHECKED}", [*params, gate]
+    with db.domain_errors():
+        row = conn.execute(query, params).fetchone()
     if row is None:
         raise missing(SCOPE_NOT_FOUND)
     return _doc(row)
@@ -102,13 +108,14 @@ def create_scope(principal: Principal, fields: dict[str, Any]) -> dict[str, Any]
 
 
 def list_scopes(principal: Principal, limit: int = 50, cursor: str | None = None) -> tuple[list[dict], str | None]:
+    """The tenant's scopes by slug; a work key does not see the scopes whose grants keep it out."""
     tenant_id = require(principal, VIEW)
     after = decode_cursor(cursor)
     with db.connection() as conn:
         rows = conn.execute(
             f"SELECT {_COLUMNS} FROM work_scopes s WHERE s.tenant_id = %s AND (%s::text IS NULL OR s.slug > %s)"
-            " ORDER BY s.slug LIMIT %s",
-            (tenant_id, after, after, limit + 1),
+            " AND work_acl_visible(s.id, s.acl_grants, %s::jsonb) ORDER BY s.slug LIMIT %s",
+            (tenant_id, after, after, acl.guard(principal, tenant_id, None, VIEW), limit + 1),
         ).fetchall()
     docs, nxt = page([_doc(r) for r in rows], limit, lambda d: d["slug"])
     return docs, nxt
@@ -116,8 +123,9 @@ def list_scopes(principal: Principal, limit: int = 50, cursor: str | None = None
 
 def get_scope(principal: Principal, scope_id: str) -> dict[str, Any]:
     tenant_id = require(principal, VIEW)
+    scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.connection() as conn:
-        return _fetch(conn, tenant_id, parse_id(scope_id, SCOPE_NOT_FOUND))
+        return _fetch(conn, tenant_id, scope_id, acl.guard(principal, tenant_id, scope_id, VIEW))
 
 
 def transition(principal: Principal, scope_id: str, action: str) -> dict[str, Any]:
@@ -126,8 +134,9 @@ def transition(principal: Principal, scope_id: str, action: str) -> dict[str, An
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     sources, target = TRANSITIONS[action]
     with db.transaction() as conn:
-        state = conn.execute("SELECT state FROM work_scopes WHERE id = %s AND tenant_id = %s FOR UPDATE",
-                             (scope_id, tenant_id)).fetchone()
+        with db.domain_errors():
+            state = conn.execute(_LOCK, (scope_id, tenant_id, acl.guard(principal, tenant_id, scope_id, MANAGE)),
+                                 ).fetchone()
         if state is None:
             raise missing(SCOPE_NOT_FOUND)
         if state[0] not in sources:
@@ -145,8 +154,9 @@ def delete_scope(principal: Principal, scope_id: str) -> None:
     tenant_id = require(principal, MANAGE)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.transaction() as conn:
-        state = conn.execute("SELECT state FROM work_scopes WHERE id = %s AND tenant_id = %s FOR UPDATE",
-                             (scope_id, tenant_id)).fetchone()
+        with db.domain_errors():
+            state = conn.execute(_LOCK, (scope_id, tenant_id, acl.guard(principal, tenant_id, scope_id, MANAGE)),
+                                 ).fetchone()
         if state is None:
             raise missing(SCOPE_NOT_FOUND)
         if state[0] != "archived":

@@ -16,7 +16,7 @@ import psycopg
 from .. import db
 from ..errors import Conflict, NotFound
 from ..tenancy import Principal, require
-from . import audit
+from . import acl, audit
 from .common import INVALID_TRANSITION, MANAGE, SCOPE_NOT_FOUND, VIEW, decode_cursor, page, parse_id
 
 STREAM_NOT_FOUND = "SCAIQUEUE_STREAM_NOT_FOUND"
@@ -44,11 +44,6 @@ def _missing() -> NotFound:
     return NotFound("Stream not found.", code=STREAM_NOT_FOUND)
 
 
-def _scope(conn: psycopg.Connection, tenant_id: str, scope_id: str) -> None:
-    with db.domain_errors():
-        conn.execute("SELECT work_scope_of(%s, %s)", (tenant_id, scope_id))
-
-
 def _row(conn: psycopg.Connection, scope_id: str, key: str, *, lock: bool = False) -> tuple[int, dict[str, Any]]:
     row = conn.execute(f"SELECT st.id, {_DOC} FROM work_streams st WHERE st.scope_id = %s AND st.stream_key = %s"
                        + (" FOR UPDATE" if lock else ""), (scope_id, key)).fetchone()
@@ -64,7 +59,7 @@ def list_streams(principal: Principal, scope_id: str, state: str | None, limit: 
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     before = decode_cursor(cursor)
     with db.connection() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, VIEW)
         rows = conn.execute(
             f"SELECT st.id, {_DOC} FROM work_streams st WHERE st.scope_id = %s"
             " AND (%s::text IS NULL OR st.state = %s) AND (%s::bigint IS NULL OR st.id < %s)"
@@ -79,7 +74,7 @@ def get_stream(principal: Principal, scope_id: str, key: str) -> dict[str, Any]:
     tenant_id = require(principal, VIEW)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.connection() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, VIEW)
         ident, doc = _row(conn, scope_id, key)
         n, first, last, size, gaps = conn.execute(_SUMMARY, {"id": ident, "final": doc["final_seq"],
                                                              "n": MAX_MISSING}).fetchone()
@@ -92,7 +87,7 @@ def cancel(principal: Principal, scope_id: str, key: str) -> dict[str, Any]:
     tenant_id = require(principal, MANAGE)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.transaction() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE)
         ident, doc = _row(conn, scope_id, key, lock=True)
         if doc["state"] != "open":
             raise Conflict(f"Only an open stream can be cancelled; this one is {doc['state']}.",

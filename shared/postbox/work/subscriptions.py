@@ -18,7 +18,7 @@ import psycopg
 from .. import db
 from ..errors import NotFound, Unprocessable
 from ..tenancy import Principal, require
-from . import audit, hitl
+from . import acl, audit, hitl
 from .common import CONSUME, MANAGE, MESSAGE_NOT_FOUND, SCOPE_NOT_FOUND, VIEW, as_json, parse_id
 
 SUBSCRIPTION_NOT_FOUND = "SCAIQUEUE_SUBSCRIPTION_NOT_FOUND"
@@ -41,16 +41,12 @@ def _missing() -> NotFound:
     return NotFound("Subscription not found.", code=SUBSCRIPTION_NOT_FOUND)
 
 
-def _sub_id(value: str) -> str:
+def sub_id_of(value: str) -> str:
+    """A path's subscription id; anything that is not a UUID names no subscription (404)."""
     try:
         return str(uuid.UUID(str(value)))
     except ValueError:
         raise _missing() from None
-
-
-def _scope(conn: psycopg.Connection, tenant_id: str, scope_id: str) -> None:
-    with db.domain_errors():
-        conn.execute("SELECT work_scope_of(%s, %s)", (tenant_id, scope_id))
 
 
 def _one(conn: psycopg.Connection, scope_id: str, sub_id: str) -> dict[str, Any]:
@@ -78,9 +74,10 @@ def create(principal: Principal, scope_id: str, fields: dict[str, Any]) -> dict[
     _push_needs_url(fields.get("delivery_mode"), fields.get("push_url"))
     secret = _new_secret() if fields.get("delivery_mode") == "push" else None
     with db.transaction() as conn:
-        _scope(conn, tenant_id, scope_id)
+        queue_id = parse_id(fields["queue_id"], "SCAIQUEUE_QUEUE_NOT_FOUND")
+        acl.load_scope(conn, principal, tenant_id, scope_id, CONSUME, queue=queue_id)
         queue = conn.execute("SELECT id, consumer_mode FROM work_queues WHERE queue_id = %s AND scope_id = %s",
-                             (parse_id(fields["queue_id"], "SCAIQUEUE_QUEUE_NOT_FOUND"), scope_id)).fetchone()
+                             (queue_id, scope_id)).fetchone()
         if queue is None:
             raise Unprocessable("No such queue in this scope.",
                                 fields=[{"field": "queue_id", "message": "no such queue in this scope"}])
@@ -103,7 +100,7 @@ def list_subscriptions(principal: Principal, scope_id: str) -> list[dict[str, An
     tenant_id = require(principal, VIEW)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.connection() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, VIEW)
         rows = conn.execute(f"SELECT {_DOC} FROM work_subscriptions x WHERE x.scope_id = %s"
                             " ORDER BY x.created_at, x.id", (scope_id,)).fetchall()
     return [r[0] for r in rows]
@@ -111,9 +108,9 @@ def list_subscriptions(principal: Principal, scope_id: str) -> list[dict[str, An
 
 def get(principal: Principal, scope_id: str, sub_id: str) -> dict[str, Any]:
     tenant_id = require(principal, VIEW)
-    scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), _sub_id(sub_id)
+    scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), sub_id_of(sub_id)
     with db.connection() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, VIEW, subscription=sub_id)
         return _one(conn, scope_id, sub_id)
 
 
@@ -121,13 +118,13 @@ def update(principal: Principal, scope_id: str, sub_id: str, fields: dict[str, A
     """PATCH filter, delivery_mode, push_url, auto_claim, max_in_flight; pause and resume set `state`.
     Switching to push makes the signing secret (answered this once) if the subscription has none."""
     tenant_id = require(principal, MANAGE)
-    scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), _sub_id(sub_id)
+    scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), sub_id_of(sub_id)
     cols = {k: fields[k] for k in ("delivery_mode", "auto_claim", "max_in_flight", "state", "push_url")
             if k in fields}
     if "filter" in fields:
         cols["filter"] = as_json(fields["filter"])
     with db.transaction() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE, subscription=sub_id)
         found = conn.execute("SELECT delivery_mode, push_url, push_secret FROM work_subscriptions"
                              " WHERE id = %s AND scope_id = %s FOR UPDATE", (sub_id, scope_id)).fetchone()
         if found is None:
@@ -150,9 +147,9 @@ def update(principal: Principal, scope_id: str, sub_id: str, fields: dict[str, A
 def delete(principal: Principal, scope_id: str, sub_id: str) -> None:
     """Delete a subscription and its deliveries; broadcast messages waiting only for it settle."""
     tenant_id = require(principal, MANAGE)
-    scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), _sub_id(sub_id)
+    scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), sub_id_of(sub_id)
     with db.transaction() as conn:
-        _scope(conn, tenant_id, scope_id)
+        acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE, subscription=sub_id)
         ids = conn.execute("SELECT message_id FROM work_deliveries WHERE subscription_id = %s"
                            " AND state IN ('pending', 'claimed')", (sub_id,)).fetchall()
         if conn.execute("DELETE FROM work_subscriptions WHERE id = %s AND scope_id = %s RETURNING id",
@@ -166,28 +163,29 @@ def claim(principal: Principal, scope_id: str, sub_id: str, batch_size: int,
           visibility_timeout_s: int | None) -> list[dict[str, Any]]:
     """Pull: up to batch_size of the subscription's pending deliveries, within max_in_flight."""
     tenant_id = require(principal, CONSUME)
-    scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), _sub_id(sub_id)
+    scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), sub_id_of(sub_id)
     with db.connection() as conn, db.domain_errors():
-        return conn.execute("SELECT work_delivery_claim(%s, %s, %s, %s, %s, %s, %s)",
-                            (tenant_id, scope_id, sub_id, batch_size, visibility_timeout_s,
-                             *principal.actor)).fetchone()[0]
+        return conn.execute(f"SELECT work_delivery_claim(%s, %s, %s, %s, %s, %s, %s) FROM {acl.ENTER} _",
+                            (tenant_id, scope_id, sub_id, batch_size, visibility_timeout_s, *principal.actor,
+                             acl.guard(principal, tenant_id, scope_id, CONSUME, subscription=sub_id))).fetchone()[0]
 
 
 def finish(principal: Principal, scope_id: str, sub_id: str, message_id: str, action: str,
            item: dict[str, Any]) -> dict[str, Any]:
     """complete | fail | release the subscription's delivery of one message."""
     tenant_id = require(principal, CONSUME)
-    scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), _sub_id(sub_id)
+    scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), sub_id_of(sub_id)
     item = {**item, "id": parse_id(message_id, MESSAGE_NOT_FOUND)}
     with db.connection() as conn, db.domain_errors(), hitl.response_errors():
-        return conn.execute("SELECT work_delivery_finish(%s, %s, %s, %s, %s::jsonb, %s, %s)",
-                            (tenant_id, scope_id, sub_id, action, as_json(item), *principal.actor)).fetchone()[0]
+        return conn.execute(f"SELECT work_delivery_finish(%s, %s, %s, %s, %s::jsonb, %s, %s) FROM {acl.ENTER} _",
+                            (tenant_id, scope_id, sub_id, action, as_json(item), *principal.actor,
+                             acl.guard(principal, tenant_id, scope_id, CONSUME, subscription=sub_id))).fetchone()[0]
 
 
 def processed(principal: Principal, sub_id: str, message_ids: list[str]) -> dict[str, bool]:
     """{message_id: bool}: whether the subscription has completed each message (ids as given)."""
     tenant_id = require(principal, CONSUME)
-    sub_id = _sub_id(sub_id)
+    sub_id = sub_id_of(sub_id)
     parsed: dict[str, str | None] = {}
     for given in message_ids:
         try:
@@ -195,6 +193,7 @@ def processed(principal: Principal, sub_id: str, message_ids: list[str]) -> dict
         except ValueError:
             parsed[given] = None  # names no message: not processed
     with db.connection() as conn, db.domain_errors():
-        found = conn.execute("SELECT work_delivery_processed(%s, %s, %s::uuid[])",
-                             (tenant_id, sub_id, [v for v in parsed.values() if v])).fetchone()[0]
+        found = conn.execute(f"SELECT work_delivery_processed(%s, %s, %s::uuid[]) FROM {acl.GATE} _",
+                             (tenant_id, sub_id, [v for v in parsed.values() if v],
+                              acl.guard(principal, tenant_id, None, CONSUME, subscription=sub_id))).fetchone()[0]
     return {given: bool(found.get(canonical)) if canonical else False for given, canonical in parsed.items()}

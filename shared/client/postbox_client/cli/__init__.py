@@ -1,5 +1,5 @@
 """The `postbox` client verbs: queues, dead letters, streams, durable streams, partitioned queues,
-flows, and `tail`. URL and key come from --url/--key, else POSTBOX_URL/POSTBOX_KEY, else the config
+flows, work queues, and `tail`. URL and key come from --url/--key, else POSTBOX_URL/POSTBOX_KEY, else the config
 file (`postbox login` writes it), else http://127.0.0.1:8080 with `.postbox/dev-key`.
 `--json` prints JSON for scripts; tables otherwise."""
 
@@ -11,9 +11,9 @@ import sys
 from ..client import Client
 from ..config import config_path, resolve
 from ..errors import PostboxError
-from . import queues, streams
+from . import queues, streams, work
 
-VERBS = ("queues", "dlq", "streams", "durable", "partitioned", "flows", "tail", "login")
+VERBS = ("queues", "dlq", "streams", "durable", "partitioned", "flows", "work", "tail", "login")
 
 
 class _Help(argparse.ArgumentDefaultsHelpFormatter):
@@ -72,7 +72,7 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     queues.register(sub, leaf)
     streams.register(sub, leaf)
-    # The work surface (/v1/modules/scaiqueue) registers its verbs here when it lands.
+    work.register(sub, leaf)
     leaf(sub, "login", login, "save --url and --key in the config file (profile from --profile)")
     return p
 

@@ -34,6 +34,13 @@ class HttpClient:
     def cycle(self, body: dict[str, Any]) -> dict[str, Any]:
         return self.pb.flows.cycle(body)
 
+    def resource(self, queue: str) -> dict[str, Any] | None:
+        """The source queue's partitions and consumer groups' lag (None before the queue exists)."""
+        try:
+            return self.pb.partitioned.resource(queue)
+        except NotFound:
+            return None
+
     def pop(self, queue: str, *, batch: int, wait_ms: int, consumer_group: str) -> list[dict[str, Any]]:
         try:
             leased = self.pb.partitioned.pop(queue, batch=batch, wait_ms=wait_ms, consumer_group=consumer_group)

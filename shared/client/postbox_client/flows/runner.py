@@ -59,6 +59,7 @@ class Runner:
         self.gate_retry_ms = 1000
         self.stats = {"messages": 0, "cycles": 0, "emitted": 0, "failed_cycles": 0, "failed_folds": 0,
                       "dropped_late": 0, "flushes_skipped": 0}
+        self.behind_ms = 0  # age of the oldest event of the last pass (0 when a pass found nothing)
 
     # ---- lifecycle --------------------------------------------------------------------------
     def start(self) -> str:
@@ -93,11 +94,28 @@ class Runner:
         self._report()
 
     def _report(self) -> None:
-        """One line of what the runner has done so far (INFO: shown with logging at INFO)."""
+        """One line of what the runner has done so far and how far behind the source it is (INFO:
+        shown with logging at INFO)."""
         st = self.stats
-        log.info("flows runner %s: %d messages folded, %d windows emitted, %d cycles (%d failed), %d late dropped",
+        lag = self.lag()
+        pending = "?" if lag["pending"] is None else str(lag["pending"])
+        log.info("flows runner %s: %d messages folded, %d windows emitted, %d cycles (%d failed), %d late dropped;"
+                 " lag: %s events not yet folded, oldest event of the last pass %.1f s old",
                  self.query.name, st["messages"], st["emitted"], st["cycles"], st["failed_cycles"],
-                 st["dropped_late"])
+                 st["dropped_late"], pending, lag["behind_s"])
+
+    def lag(self) -> dict[str, Any]:
+        """How far behind the source the runner is: `pending`, the source events its consumer group
+        has not committed yet, over every partition (one resources call; None when the client cannot
+        say), and `behind_s`, the age of the oldest event the last pass popped (0 when it popped none)."""
+        pending = None
+        resource = getattr(self.client, "resource", None)
+        if resource is not None and self.query_id is not None:
+            try:
+                pending = pending_events(resource(self.query.source), self.group)
+            except Exception:  # a progress line never stops the runner
+                log.debug("flows runner %s: lag unavailable", self.query.name, exc_info=True)
+        return {"pending": pending, "behind_s": self.behind_ms / 1000}
 
     # ---- one pass ---------------------------------------------------------------------------
     def poll(self, wait_ms: int | None = None) -> dict[str, list[dict[str, Any]]]:
@@ -121,6 +139,7 @@ class Runner:
         batches = self._due_tails()
         held_any = bool(self._held)
         polled = self.poll(0 if held_any else wait_ms)
+        self._note_behind([*batches.values(), *polled.values()])
         for partition_id, popped in [*batches.items(), *polled.items()]:
             try:
                 self.process(partition_id, popped)
@@ -136,6 +155,10 @@ class Runner:
                               self.query.name, partition_id)
                 self._nack(partition_id, popped)
         return done
+
+    def _note_behind(self, batches: list[list[dict[str, Any]]]) -> None:
+        created = [to_ms(m["createdAt"]) for popped in batches for m in popped[:1] if m.get("createdAt") is not None]
+        self.behind_ms = max(0, int(self.clock() * 1000) - min(created)) if created else 0
 
     def _nack(self, partition_id: str, popped: list[dict[str, Any]]) -> None:
         """Give a batch that could not be folded back now (a failed delivery, counted against the
@@ -247,6 +270,16 @@ class Runner:
         self.stats["cycles"] += 1
         self.stats["emitted"] += len(result.emits)
         return answer
+
+
+def pending_events(resource: dict[str, Any] | None, group: str) -> int:
+    """Events of a partitioned queue (its resources answer) that `group` has not committed; a
+    partition the group never read counts whole (from its start offset)."""
+    total = 0
+    for part in (resource or {}).get("partitions", []):
+        lags = [g["lag"] for g in part.get("consumerGroups", []) if g.get("name") == group]
+        total += lags[0] if lags else max(part.get("nextOffset", 0) - part.get("startOffset", 0), 0)
+    return total
 
 
 def _digest(value: Any) -> str:

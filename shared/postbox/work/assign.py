@@ -1,0 +1,59 @@
+"""Auto-claimed subscriptions: work assigned to a subscriber, and a subscriber's deliveries listed.
+
+A pull subscription with `auto_claim` has its deliveries claimed for it as they arrive (the
+publish's fan-out does it while the subscription holds fewer than `max_in_flight`); `assign_due`
+is the agent's sweep that assigns the rest as claims end or run out. The subscriber reads what it
+holds, with claim tokens, from `list_deliveries`, and finishes each as a pulled delivery.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import db
+from ..tenancy import Principal, require
+from . import acl
+from .common import CONSUME, SCOPE_NOT_FOUND, decode_cursor, page, parse_id
+from .subscriptions import sub_id_of
+
+STATES = ("pending", "claimed", "completed", "dead_lettered", "expired")
+SUBSCRIPTIONS_PER_RUN = 200
+
+_LIST = """
+SELECT d.seq, v.doc
+FROM work_deliveries d
+JOIN work_delivery_docs v ON v.subscription_id = d.subscription_id AND v.message_id = d.message_id
+WHERE d.subscription_id = (SELECT (work_subscription_of(%(t)s, %(s)s, %(x)s, false)).id
+                          FROM work_acl_check(%(acl)s::jsonb) _)
+  AND d.state = %(state)s AND d.seq > %(after)s
+ORDER BY d.seq LIMIT %(n)s
+"""
+
+
+def list_deliveries(principal: Principal, scope_id: str, sub_id: str, state: str, limit: int = 50,
+                    cursor: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+    """The subscription's deliveries in one state, oldest first, with claim tokens (so `consume`)."""
+    tenant_id = require(principal, CONSUME)
+    scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), sub_id_of(sub_id)
+    after = decode_cursor(cursor) or 0
+    with db.connection() as conn, db.domain_errors():
+        rows = conn.execute(_LIST, {"t": tenant_id, "s": scope_id, "x": sub_id, "state": state,
+                                    "after": int(after), "n": limit + 1,
+                                    "acl": acl.guard(principal, tenant_id, scope_id, CONSUME,
+                                                     subscription=sub_id)}).fetchall()
+    rows, nxt = page(rows, limit, lambda r: r[0])
+    return [r[1] for r in rows], nxt
+
+
+def assign_due(limit: int = SUBSCRIPTIONS_PER_RUN) -> int:
+    """Assign what waits for every due auto-claimed subscription (each within its max_in_flight,
+    one transaction per subscription); returns how many deliveries were claimed."""
+    with db.connection() as conn:
+        due = conn.execute("SELECT * FROM work_auto_claim_due(%s)", (limit,)).fetchall()
+    assigned = 0
+    for sub_id, tenant_id, scope_id, in_flight in due:
+        with db.connection() as conn:
+            claimed = conn.execute("SELECT jsonb_array_length(work_delivery_claim(%s, %s, %s, %s, NULL))",
+                                   (tenant_id, scope_id, sub_id, in_flight)).fetchone()[0]
+        assigned += claimed
+    return assigned

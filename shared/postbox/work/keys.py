@@ -1,0 +1,158 @@
+"""Work API keys: keys for the services, agents and users that call the work surface.
+
+A work key is a row of `api_keys` with role `work` (so the authorizer resolves it with the same
+one query as any key, and no other surface accepts it): it speaks for its subject
+(`subject_type`, `subject_id`, the actor ACL entries name), holds only its `allowed_operations`,
+and may be limited to scopes, client addresses (CIDRs) and a lifetime. The raw key is shown once;
+only its SHA-256 is stored. Rotation gives a new secret under the same key id and keeps the old
+one valid for `grace_period_seconds`; revocation ends both at once.
+
+The tenant in the path must be the caller's own: another tenant's id is answered 404, exactly
+like a tenant that does not exist.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import psycopg
+
+from .. import db
+from ..errors import Conflict, Forbidden, NotFound
+from ..tenancy import KEY_PREFIX, WORK_ROLE, Principal, hash_key, require
+from .acl import invalid_field, parse_body_id
+from .common import INVALID_TRANSITION, MANAGE, SCOPE_NOT_FOUND, own_tenant, parse_id
+
+KEY_NOT_FOUND = "SCAIQUEUE_API_KEY_NOT_FOUND"
+
+_DOC = """jsonb_build_object(
+    'id', k.id, 'tenant_id', k.tenant_id, 'label', k.name, 'prefix', k.prefix, 'subject_type', k.subject_type,
+    'subject_id', k.subject_id, 'key_type', k.key_type, 'allowed_scopes', k.allowed_scopes,
+    'allowed_operations', k.scopes, 'ip_allowlist', k.ip_allowlist, 'expires_at', k.expires_at,
+    'grace_period_seconds', k.grace_period_seconds, 'rotated_at', k.rotated_at,
+    'previous_valid_until', CASE WHEN k.previous_valid_until > clock_timestamp() THEN k.previous_valid_until END,
+    'revoked_at', k.revoked_at, 'revoked_reason', k.revoked_reason, 'created_at', k.created_at,
+    'state', CASE WHEN k.revoked_at IS NOT NULL THEN 'revoked'
+                  WHEN k.expires_at <= clock_timestamp() THEN 'expired' ELSE 'active' END)"""
+
+
+def _tenant(principal: Principal, tenant_id: str) -> str:
+    """The caller's tenant, which the path must name (`own_tenant`); needs manage."""
+    return own_tenant(require(principal, MANAGE), tenant_id)
+
+
+def _missing() -> NotFound:
+    return NotFound("API key not found.", code=KEY_NOT_FOUND)
+
+
+def _key_id(value: str) -> str:
+    try:
+        return parse_id(value, SCOPE_NOT_FOUND)
+    except NotFound:
+        raise _missing() from None
+
+
+def _one(conn: psycopg.Connection, tenant_id: str, key_id: str, *, lock: bool = False) -> dict[str, Any]:
+    row = conn.execute(f"SELECT {_DOC} FROM api_keys k WHERE k.id = %s AND k.tenant_id = %s AND k.role = %s"
+                       + (" FOR UPDATE" if lock else ""), (key_id, tenant_id, WORK_ROLE)).fetchone()
+    if row is None:
+        raise _missing()
+    return row[0]
+
+
+def _secret() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def _scopes(conn: psycopg.Connection, tenant_id: str, scopes: list[str] | None) -> list[str] | None:
+    """The allowed scopes as ids, each a scope of the tenant (422 naming the one that is not)."""
+    if scopes is None:
+        return None
+    ids = [parse_body_id(s, f"allowed_scopes.{i}") for i, s in enumerate(scopes)]
+    found = {r[0] for r in conn.execute(
+        "SELECT id::text FROM work_scopes WHERE tenant_id = %s AND id = ANY(%s::uuid[])", (tenant_id, ids))}
+    for i, scope_id in enumerate(ids):
+        if scope_id not in found:
+            raise invalid_field(f"allowed_scopes.{i}", "no such scope")
+    return ids
+
+
+def mint(principal: Principal, tenant_id: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """A new work key: its metadata and, this once, the raw `key`. A work key may mint only keys
+    holding operations it holds itself (no key grows its own rights by minting another)."""
+    tenant_id = _tenant(principal, tenant_id)
+    beyond = set(fields["allowed_operations"]) - set(principal.scopes) if principal.is_work_key else set()
+    if beyond:
+        raise Forbidden(f"A work key cannot mint a key with operations it does not hold: {', '.join(sorted(beyond))}.")
+    key = _secret()
+    with db.transaction() as conn:
+        scopes = _scopes(conn, tenant_id, fields.get("allowed_scopes"))
+        days = fields.get("expires_in_days")
+        doc = conn.execute(
+            "INSERT INTO api_keys AS k (tenant_id, name, prefix, key_hash, role, scopes, subject_type, subject_id,"
+            " key_type, allowed_scopes, ip_allowlist, grace_period_seconds, expires_at)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::uuid[], %s, %s,"
+            " CASE WHEN %s::int IS NULL THEN NULL ELSE clock_timestamp() + make_interval(days => %s::int) END)"
+            f" RETURNING {_DOC}",
+            (tenant_id, fields.get("label") or "", key[:10], hash_key(key), WORK_ROLE,
+             sorted(set(fields["allowed_operations"])), fields.get("subject_type") or "service", fields["subject_id"],
+             fields.get("key_type") or "service", scopes, fields.get("ip_allowlist"),
+             fields.get("grace_period_seconds", 300), days, days),
+        ).fetchone()[0]
+    return {**doc, "key": key}
+
+
+def list_keys(principal: Principal, tenant_id: str) -> list[dict[str, Any]]:
+    """The tenant's work keys, oldest first (tenant keys are `postbox admin`'s)."""
+    tenant_id = _tenant(principal, tenant_id)
+    with db.connection() as conn:
+        rows = conn.execute(f"SELECT {_DOC} FROM api_keys k WHERE k.tenant_id = %s AND k.role = %s"
+                            " ORDER BY k.created_at, k.id", (tenant_id, WORK_ROLE)).fetchall()
+    return [r[0] for r in rows]
+
+
+def get_key(principal: Principal, tenant_id: str, key_id: str) -> dict[str, Any]:
+    tenant_id = _tenant(principal, tenant_id)
+    with db.connection() as conn:
+        return _one(conn, tenant_id, _key_id(key_id))
+
+
+def rotate(principal: Principal, tenant_id: str, key_id: str) -> dict[str, Any]:
+    """A new secret for the key (returned once); the current one stays valid for the key's
+    `grace_period_seconds` (a secret from an earlier rotation stops now). A revoked or expired key
+    cannot be rotated (SCAIQUEUE_INVALID_TRANSITION)."""
+    tenant_id = _tenant(principal, tenant_id)
+    key_id = _key_id(key_id)
+    key = _secret()
+    with db.transaction() as conn:
+        state = _one(conn, tenant_id, key_id, lock=True)["state"]
+        if state != "active":
+            raise Conflict(f"A key that is {state} cannot be rotated.", code=INVALID_TRANSITION, state=state)
+        doc = conn.execute(
+            "UPDATE api_keys AS k SET previous_hash = key_hash, key_hash = %s, prefix = %s,"
+            " previous_valid_until = clock_timestamp() + make_interval(secs => grace_period_seconds),"
+            f" rotated_at = clock_timestamp() WHERE id = %s RETURNING {_DOC}",
+            (hash_key(key), key[:10], key_id)).fetchone()[0]
+    return {**doc, "key": key}
+
+
+def revoke(principal: Principal, tenant_id: str, key_id: str, reason: str | None) -> dict[str, Any]:
+    """Revoke the key and any secret still in its grace period; a revoked key stays revoked (409)."""
+    tenant_id = _tenant(principal, tenant_id)
+    key_id = _key_id(key_id)
+    with db.transaction() as conn:
+        if _one(conn, tenant_id, key_id, lock=True)["state"] == "revoked":
+            raise Conflict("The key is already revoked.", code=INVALID_TRANSITION, state="revoked")
+        return conn.execute(
+            "UPDATE api_keys AS k SET revoked_at = clock_timestamp(), revoked_reason = %s, previous_valid_until = NULL"
+            f" WHERE id = %s RETURNING {_DOC}", (reason, key_id)).fetchone()[0]
+
+
+def whoami(principal: Principal) -> dict[str, Any]:
+    """What a client learns of itself from its key: its tenant, project, key and actor."""
+    actor_type, actor_id = principal.actor
+    return {"tenant_id": principal.tenant_id, "project_id": principal.project_id, "key_id": principal.key_id,
+            "key_kind": "work" if principal.is_work_key else "tenant", "role": principal.role,
+            "operations": list(principal.scopes) if principal.is_work_key else None,
+            "actor_type": actor_type, "actor_id": actor_id}
