@@ -1,4 +1,5 @@
-"""Routes of the work surface's audit log: query, trace a correlation chain, stats by event type.
+"""Routes of the work surface's audit log: query, trace a correlation chain, stats by event type, and
+the tenant-level events (work API keys, GDPR jobs).
 
 Parses and shapes only; the journal behind it lives in `postbox.work.audit`.
 """
@@ -34,3 +35,10 @@ def trace_audit(scope_id: str, correlation_id: str):
 @router.get(AUDIT + "/stats")
 def audit_stats(scope_id: str):
     return data(audit.stats(caller(), scope_id))
+
+
+@router.get("/tenants/<tenant_id>/audit")
+def tenant_audit(tenant_id: str, event_type: Filter = None, actor_id: Filter = None, resource_type: Filter = None,
+                 limit: Limit = 50, cursor: Cursor = None):
+    return listing(audit.query_tenant(caller(), tenant_id, event_type=event_type, actor_id=actor_id,
+                                      resource_type=resource_type, limit=limit, cursor=cursor))

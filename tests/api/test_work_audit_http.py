@@ -159,3 +159,42 @@ def test_audit_routes_need_view_and_a_scope_of_the_tenant(api, gateway, scope, m
     viewer = api.tenant.key_for("read")
     with client(gateway.url, viewer) as v:
         assert _ok(v.get(f"{W}/scopes/{scope['id']}/audit/stats"))["scaiqueue.scope.created"] == 1
+
+
+def test_acl_changes_are_recorded_in_the_scope(api, scope, queue):
+    base = f"{W}/scopes/{scope['id']}/acl"
+    grant = _ok(api.post(f"{base}/grants", json={"actor_type": "agent", "actor_id": "bot", "role": "viewer"}), 201)
+    entry = _ok(api.post(f"{base}/queue-acl", json={"queue_id": queue["id"], "actor_type": "agent",
+                                                     "actor_id": "bot", "role": "consumer", "effect": "deny"}), 201)
+    _ok(api.delete(f"{base}/grants/{grant['id']}"))
+    found = {e["event_type"]: e for e in _ok(api.get(f"{W}/scopes/{scope['id']}/audit", params={"limit": 200}))}
+    assert found["scaiqueue.acl.grant.added"]["resource_id"] == grant["id"]
+    assert found["scaiqueue.acl.grant.added"]["details"]["role"] == "viewer"
+    assert found["scaiqueue.acl.queue_acl.added"]["resource_id"] == entry["id"]
+    assert found["scaiqueue.acl.grant.removed"]["actor_id"] == api.tenant.principal.key_id
+    _error(api.delete(f"{base}/grants/{grant['id']}"), 404, "SCAIQUEUE_ACL_ENTRY_NOT_FOUND")
+    removed = _ok(api.get(f"{W}/scopes/{scope['id']}/audit", params={"event_type": "scaiqueue.acl.grant.removed"}))
+    assert len(removed) == 1  # the refused second delete wrote nothing
+
+
+def test_key_and_gdpr_requests_are_tenant_level_events(api):
+    tenant = api.tenant.tenant_id
+    base = f"{W}/tenants/{tenant}"
+    key = _ok(api.post(f"{base}/api-keys", json={"subject_type": "agent", "subject_id": "indexer",
+                                                 "allowed_operations": ["scaiqueue:view"]}), 201)
+    _ok(api.post(f"{base}/api-keys/{key['id']}/rotate"))
+    _ok(api.post(f"{base}/api-keys/{key['id']}/revoke", json={"reason": "retired"}))
+    job = _ok(api.post(f"{base}/data-export", json={"actor_type": "agent", "actor_id": "indexer"}), 202)
+    events = _ok(api.get(f"{base}/audit"))
+    assert [e["event_type"] for e in events] == [
+        "scaiqueue.gdpr.export_requested", "scaiqueue.api_key.revoked", "scaiqueue.api_key.rotated",
+        "scaiqueue.api_key.created"]
+    assert events[0]["resource_id"] == job["job_id"] and events[1]["details"]["reason"] == "retired"
+    assert all(e["actor_id"] == api.tenant.principal.key_id and e["scope_id"] is None for e in events)
+    assert key["key"] not in str(events)
+    page = api.get(f"{base}/audit", params={"limit": 2, "resource_type": "api_key"})
+    assert [e["event_type"] for e in page.json()["data"]] == ["scaiqueue.api_key.revoked", "scaiqueue.api_key.rotated"]
+    rest = _ok(api.get(f"{base}/audit", params={"cursor": page.json()["meta"]["next_cursor"],
+                                                "resource_type": "api_key"}))
+    assert [e["event_type"] for e in rest] == ["scaiqueue.api_key.created"]
+    _error(api.get(f"{W}/tenants/00000000-0000-0000-0000-000000000000/audit"), 404, "NOT_FOUND")

@@ -47,7 +47,7 @@ def test_erasure_routes(gateway, api):
               202)
     assert job["state"] == "queued" and job["mode"] == "redact" and job["kind"] == "erasure"
     assert job["requested_by"] == {"actor_type": "api_key", "actor_id": tenant.principal.key_id}
-    assert [s["state"] for s in job["progress"]["steps"]] == ["pending"] * 5
+    assert [s["state"] for s in job["progress"]["steps"]] == ["pending"] * 6
     _drain(job["job_id"])
     done = _ok(api.get(f"{base}/data-erasure/jobs/{job['job_id']}"))
     assert done["state"] == "completed" and done["progress"]["processed"] >= 1
@@ -128,7 +128,7 @@ def test_export_download(gateway, api, fmt, compression):
     assert job["format"] == fmt and job["compression"] == compression and job["download"] is None
     _drain(job["job_id"])
     done = _ok(api.get(f"{base}/data-export/jobs/{job['job_id']}"))
-    assert done["state"] == "completed" and done["records"] == 1
+    assert done["state"] == "completed" and done["records"] == 5  # message, scope, queue, publish, export
     url = done["download"]["url"]
     assert url == f"{base}/data-export/jobs/{job['job_id']}/download" and done["download"]["expires_at"]
     r = api.get(url)
@@ -145,7 +145,10 @@ def test_export_download(gateway, api, fmt, compression):
         doc = jsoncodec.loads(raw)
         header, records = doc["export"], doc["records"]
     assert header["actor_id"] == tenant.principal.key_id and header["job_id"] == job["job_id"]
-    [record] = records
+    [record] = [r for r in records if r["record"] == "message"]
     assert record["record"] == "message" and record["id"] == mine["id"] and record["body"] == {"secret": "mine"}
+    assert sorted(r["event_type"] for r in records if r["record"] == "audit") == [
+        "scaiqueue.gdpr.export_requested", "scaiqueue.message.published", "scaiqueue.queue.created",
+        "scaiqueue.scope.created"]
     with client(gateway.url, tenant.key_for("read")) as reader:
         _error(reader.get(url), 403, "AUTHZ_PERMISSION_DENIED")

@@ -190,7 +190,7 @@ def test_progress_across_bounded_runs(tenant, monkeypatch):
     seen, states, step_states = [], [], []
     for _ in range(10_000):
         doc = gdpr.status(w.a, tenant.tenant_id, "erasure", job["job_id"])
-        seen.append(doc["progress"]["steps"][1]["processed"])  # messages
+        seen.append(next(st["processed"] for st in doc["progress"]["steps"] if st["name"] == "messages"))
         states.append((doc["state"], doc["started_at"] is not None, doc["completed_at"] is not None))
         step_states.append({k: [st["state"] for st in doc["progress"]["steps"]].count(k)
                             for k in ("done", "running", "pending")})
@@ -201,7 +201,7 @@ def test_progress_across_bounded_runs(tenant, monkeypatch):
     assert seen[-1] == 8 and {3, 6} <= set(seen)  # three at a time: 3, 6, then 8
     assert states[0] == ("queued", False, False) and states[-1] == ("completed", True, True)
     assert ("running", True, False) in states
-    assert {"done": 1, "running": 1, "pending": 3} in step_states  # events done, messages under way
+    assert {"done": 2, "running": 1, "pending": 3} in step_states  # audit and events done, messages under way
 
 
 def test_two_runs_at_once_never_process_a_row_twice(tenant, monkeypatch):
@@ -304,3 +304,53 @@ def test_a_step_added_to_the_list_runs_in_its_turn(tenant, monkeypatch):
     finally:
         with db.connection() as conn:
             conn.execute("DROP FUNCTION work_gdpr_erase_probe(work_gdpr_jobs, text, int)")
+
+
+def _journal(world: World) -> dict[int, dict]:
+    with db.connection() as conn:
+        return {r[0]: r[1] for r in conn.execute(
+            "SELECT seq, to_jsonb(j) FROM work_journal j WHERE tenant_id = %s", (world.tenant.tenant_id,))}
+
+
+def _a_messages(world: World) -> set[str]:
+    with db.connection() as conn:
+        return {str(r[0]) for r in conn.execute("SELECT id FROM work_messages WHERE source_id = %s",
+                                                (world.a.key_id,))}
+
+
+@pytest.mark.parametrize("mode", ["redact", "delete"])
+def test_the_audit_log_forgets_the_actor_and_keeps_everyone_else(tenant, mode):
+    w = World(tenant)
+    mine = _a_messages(w)
+    before = _journal(w)
+    by_a = {s for s, r in before.items() if (r["actor_type"], r["actor_id"]) == w.actor_a}
+    about_a = {s for s, r in before.items() if r["message_id"] in mine}
+    others = set(before) - by_a - about_a
+    assert len(by_a) > 10 and len(about_a) > 10 and len(others) > 10  # A claimed, completed, made the scope
+    _erase(w, mode)
+    after = _journal(w)
+    for seq in others:  # B's own rows about B's messages: unchanged
+        assert after[seq] == before[seq], before[seq]
+    if mode == "delete":
+        assert not about_a & set(after)
+    for seq in (by_a | about_a) & set(after):
+        row = after[seq]
+        assert w.a.key_id not in jsoncodec.dumps(row).decode(), row
+        if seq in by_a:
+            assert (row["actor_type"], row["actor_id"]) == ("redacted", "redacted")
+        else:  # B's doing on A's message: still B's, without A's correlation id or details
+            assert row["actor_id"] == before[seq]["actor_id"] and row["correlation_id"] is None
+    trail = [r for r in after.values() if r["actor_id"] == w.b.key_id]
+    assert trail and all(r == before[r["seq"]] for r in trail if r["seq"] in others)
+
+
+def test_an_export_holds_the_actors_audit_events(tenant):
+    w = World(tenant)
+    job = gdpr.submit(w.a, tenant.tenant_id, "export", {"actor_type": "api_key", "actor_id": w.a.key_id})
+    by_a = [r for r in _journal(w).values() if (r["actor_type"], r["actor_id"]) == w.actor_a]  # the request too
+    _finish(job["job_id"])
+    file = gdpr.export_file(w.a, tenant.tenant_id, job["job_id"])
+    records = [jsoncodec.loads(x) for x in file.content.decode().splitlines()][1:]
+    audit = [r for r in records if r["record"] == "audit"]
+    assert len(audit) == len(by_a) and {r["event_type"] for r in audit} >= {
+        "scaiqueue.message.completed", "scaiqueue.scope.created", "scaiqueue.gdpr.export_requested"}

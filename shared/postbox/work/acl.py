@@ -23,6 +23,7 @@ import psycopg
 from .. import db
 from ..errors import Conflict, Forbidden, NotFound, Unprocessable
 from ..tenancy import Principal, require
+from . import audit
 from .common import MANAGE, SCOPE_NOT_FOUND, as_json, parse_id
 
 # Hot paths: the caller as a transaction-local setting, set in the FROM of the statement whose
@@ -107,11 +108,21 @@ def add_grant(principal: Principal, scope_id: str, fields: dict[str, Any]) -> di
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.transaction() as conn:
         load_scope(conn, principal, tenant_id, scope_id, MANAGE)
-        return conn.execute(
+        grant = conn.execute(
             f"INSERT INTO work_acl_grants AS g (scope_id, actor_type, actor_id, role, conditions)"
             f" VALUES (%s, %s, %s, %s, %s::jsonb) RETURNING {_GRANT}",
             (scope_id, fields["actor_type"], fields["actor_id"], fields["role"], _conditions(fields)),
         ).fetchone()[0]
+        _audit(conn, principal, "grant.added", grant, scope_id)
+        return grant
+
+
+def _audit(conn: psycopg.Connection, principal: Principal, action: str, entry: dict[str, Any],
+           scope_id: str) -> None:
+    """The audit event of an ACL entry added (its fields as the details)."""
+    kind = action.split(".")[0]
+    audit.record(conn, principal, f"scaiqueue.acl.{action}", "acl_" + kind, entry["id"], scope_id=scope_id,
+                 details={k: v for k, v in entry.items() if k not in ("id", "scope_id", "created_at")})
 
 
 def _conditions(fields: dict[str, Any]) -> str | None:
@@ -141,12 +152,14 @@ def add_queue_entry(principal: Principal, scope_id: str, fields: dict[str, Any])
     with db.transaction() as conn:
         load_scope(conn, principal, tenant_id, scope_id, MANAGE)
         queue = _queue(conn, (scope_id,), fields["queue_id"], "queue_id")
-        return conn.execute(
+        entry = conn.execute(
             f"INSERT INTO work_queue_acl AS a (scope_id, queue_id, actor_type, actor_id, role, effect, conditions)"
             f" VALUES (%s, %s, %s, %s, %s, %s, %s::jsonb) RETURNING {_ENTRY}",
             (scope_id, queue, fields["actor_type"], fields["actor_id"], fields["role"],
              fields.get("effect") or "allow", _conditions(fields)),
         ).fetchone()[0]
+        _audit(conn, principal, "queue_acl.added", entry, scope_id)
+        return entry
 
 
 def add_trust(principal: Principal, scope_id: str, fields: dict[str, Any]) -> dict[str, Any]:
@@ -177,6 +190,7 @@ def add_trust(principal: Principal, scope_id: str, fields: dict[str, Any]) -> di
         ).fetchone()
         if row is None:
             raise Conflict("This scope already trusts that scope; revoke that trust first.", code=ACL_CONFLICT)
+        _audit(conn, principal, "trust.added", row[0], scope_id)
         return row[0]
 
 
@@ -194,8 +208,9 @@ def delete_entry(principal: Principal, scope_id: str, kind: str, entry_id: str) 
         load_scope(conn, principal, tenant_id, scope_id, MANAGE)
         found = conn.execute(f"DELETE FROM {table} WHERE id = %s AND scope_id = %s RETURNING id",  # noqa: S608
                              (entry_id, scope_id)).fetchone()
-    if found is None:
-        raise _entry_missing(what)
+        if found is None:
+            raise _entry_missing(what)
+        audit.record(conn, principal, f"scaiqueue.acl.{kind}.removed", "acl_" + kind, entry_id, scope_id=scope_id)
 
 
 def check_route_target(conn: psycopg.Connection, tenant_id: str, scope_id: str, target_scope: str,

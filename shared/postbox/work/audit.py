@@ -15,7 +15,7 @@ import psycopg
 from .. import db
 from ..tenancy import Principal, require
 from . import acl
-from .common import SCOPE_NOT_FOUND, VIEW, as_json, decode_cursor, page, parse_id
+from .common import MANAGE, SCOPE_NOT_FOUND, VIEW, as_json, decode_cursor, own_tenant, page, parse_id
 
 TRACE_LIMIT = 1000
 SYSTEM_ACTOR = ("system", "postbox")
@@ -35,9 +35,7 @@ _DOC = """jsonb_build_object(
     'queue_id', (SELECT q.queue_id FROM work_queues q WHERE q.id = j.queue_id),
     'attempts', j.attempts, 'details', j.payload, 'timestamp', j.at)"""
 
-_QUERY = f"""
-SELECT j.seq, {_DOC} FROM work_journal j
-WHERE j.scope_id = (SELECT work_scope_of(%(t)s, %(s)s)).id
+_FILTERS = """
   AND (%(event_type)s::text IS NULL OR j.event_type = %(event_type)s)
   AND (%(actor_id)s::text IS NULL OR j.actor_id = %(actor_id)s)
   AND (%(resource_type)s::text IS NULL OR j.resource_type = %(resource_type)s)
@@ -45,6 +43,10 @@ WHERE j.scope_id = (SELECT work_scope_of(%(t)s, %(s)s)).id
   AND (%(before)s::bigint IS NULL OR j.seq < %(before)s)
 ORDER BY j.seq DESC LIMIT %(n)s
 """
+_QUERY = (f"SELECT j.seq, {_DOC} FROM work_journal j"
+          " WHERE j.scope_id = (SELECT work_scope_of(%(t)s, %(s)s)).id" + _FILTERS)
+# Tenant-level records (work API keys, GDPR jobs) have no scope.
+_TENANT_QUERY = f"SELECT j.seq, {_DOC} FROM work_journal j WHERE j.scope_id IS NULL AND j.tenant_id = %(t)s" + _FILTERS
 
 _TRACE = f"""
 SELECT {_DOC} FROM work_journal j
@@ -82,19 +84,31 @@ def record(conn: psycopg.Connection, principal: Principal | None, action: str, r
     })
 
 
-def query(principal: Principal, scope_id: str, *, event_type: str | None = None, actor_id: str | None = None,
-          resource_type: str | None = None, correlation_id: str | None = None, limit: int = 50,
-          cursor: str | None = None) -> tuple[list[dict], str | None]:
-    """A page of the scope's audit events, newest first, filtered; the cursor names the next page."""
+def query(principal: Principal, scope_id: str, **filters: Any) -> tuple[list[dict], str | None]:
+    """A page of the scope's audit events, newest first, filtered (event_type, actor_id,
+    resource_type, correlation_id, limit, cursor); the cursor names the next page."""
     tenant_id = require(principal, VIEW)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
-    before = decode_cursor(cursor)
     with db.connection() as conn, db.domain_errors():
         acl.load_scope(conn, principal, tenant_id, scope_id, VIEW)
-        rows = conn.execute(_QUERY, {
-            "t": tenant_id, "s": scope_id, "event_type": event_type, "actor_id": actor_id,
-            "resource_type": resource_type, "correlation_id": correlation_id,
-            "before": None if before is None else int(before), "n": limit + 1}).fetchall()
+        return _page(conn, _QUERY, {"t": tenant_id, "s": scope_id}, **filters)
+
+
+def query_tenant(principal: Principal, tenant_id: str, **filters: Any) -> tuple[list[dict], str | None]:
+    """A page of the tenant-level audit events (work API keys, GDPR jobs), newest first; needs manage."""
+    tenant_id = own_tenant(require(principal, MANAGE), tenant_id)
+    with db.connection() as conn:
+        return _page(conn, _TENANT_QUERY, {"t": tenant_id}, **filters)
+
+
+def _page(conn: psycopg.Connection, statement: str, where: dict[str, Any], *, event_type: str | None = None,
+          actor_id: str | None = None, resource_type: str | None = None, correlation_id: str | None = None,
+          limit: int = 50, cursor: str | None = None) -> tuple[list[dict], str | None]:
+    before = decode_cursor(cursor)
+    rows = conn.execute(statement, {
+        **where, "event_type": event_type, "actor_id": actor_id, "resource_type": resource_type,
+        "correlation_id": correlation_id, "before": None if before is None else int(before),
+        "n": limit + 1}).fetchall()
     rows, nxt = page(rows, limit, lambda r: r[0])
     return [r[1] for r in rows], nxt
 

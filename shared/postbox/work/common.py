@@ -57,15 +57,24 @@ def encode_cursor(value: Any) -> str:
     return base64.urlsafe_b64encode(jsoncodec.dumps(value)).decode().rstrip("=")
 
 
-def decode_cursor(cursor: str | None) -> Any:
-    """The position a cursor names; a cursor we did not write is a validation error."""
+_BIGINT = 2**63 - 1
+
+
+def decode_cursor(cursor: str | None, kind: type = int) -> Any:
+    """The position a cursor names: a sequence number (`int`, within bigint) or a slug (`str`), as
+    `encode_cursor` wrote it. Anything else is a validation error, never a query's."""
     if not cursor:
         return None
     try:
-        return jsoncodec.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        value = jsoncodec.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
     except (ValueError, TypeError):
-        raise Unprocessable("The cursor is not one this API returned.",
-                      fields=[{"field": "cursor", "message": "not a cursor this API returned"}]) from None
+        value = None
+    if kind is int and type(value) is int and 0 <= value <= _BIGINT:
+        return value
+    if kind is str and isinstance(value, str) and 0 < len(value) <= 256 and "\x00" not in value:
+        return value
+    raise Unprocessable("The cursor is not one this API returned.",
+                        fields=[{"field": "cursor", "message": "not a cursor this API returned"}])
 
 
 def page(rows: list[Any], limit: int, key: Any) -> tuple[list[Any], str | None]:

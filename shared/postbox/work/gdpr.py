@@ -6,8 +6,8 @@ batches (`run`). Each batch is one step function call in the transaction that ho
 last batch committed and two agents at once never process the same rows twice.
 
 The steps are data (`ERASURE`, `EXPORT`): each names a SQL function of one signature, (job, after,
-limit) -> (n, next cursor or NULL when the step is done). A table added later (an audit journal)
-joins erasure and export by one more function and one more row here.
+limit) -> (n, next cursor or NULL when the step is done). A table joins erasure and export by one
+more function and one more row here (the audit journal did).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from psycopg import sql
 from .. import db
 from ..errors import NotFound
 from ..tenancy import Principal, require
-from . import gdpr_files
+from . import audit, gdpr_files
 from .common import MANAGE, own_tenant
 
 log = logging.getLogger("postbox.work.gdpr")
@@ -37,12 +37,14 @@ MAX_ATTEMPTS = 3  # failed batches of one job before it is `failed`
 class Step:
     name: str
     function: str  # work_gdpr_<erase|export>_<name>(job, after text, limit int) -> (n int, last text)
-    walk: bool = False  # walks the whole message table by id: looks at WALK_FACTOR x BATCH rows a batch
+    walk: bool = False  # walks a whole table (messages by id, the journal by seq): looks at WALK_FACTOR x BATCH rows
 
 
 WALK_FACTOR = 10
-# Events first: they are found through the messages they are about, before those change.
+# The audit journal and events first: they are found through the messages they are about, before
+# those change.
 ERASURE: tuple[Step, ...] = (
+    Step("audit", "work_gdpr_erase_audit", walk=True),
     Step("events", "work_gdpr_erase_events", walk=True),
     Step("messages", "work_gdpr_erase_messages"),
     Step("claims", "work_gdpr_erase_claims", walk=True),
@@ -54,6 +56,7 @@ EXPORT: tuple[Step, ...] = (
     Step("claims", "work_gdpr_export_claims", walk=True),
     Step("deliveries", "work_gdpr_export_deliveries"),
     Step("subscriptions", "work_gdpr_export_subscriptions"),
+    Step("audit", "work_gdpr_export_audit", walk=True),
 )
 STEPS = {"erasure": ERASURE, "export": EXPORT}
 
@@ -87,8 +90,10 @@ def submit(principal: Principal, tenant_id: str, kind: str, fields: dict[str, An
     else:
         params["format"] = fields.get("format", "jsonl")
         params["compression"] = fields.get("compression", "none")
-    with db.connection() as conn:
+    with db.transaction() as conn:
         row = conn.execute(_INSERT, params).fetchone()[0]
+        audit.record(conn, principal, f"scaiqueue.gdpr.{kind}_requested", "gdpr_job", row["id"],
+                     details={"actor_type": fields["actor_type"], "mode": params["mode"]})
     return document(row)
 
 

@@ -21,6 +21,7 @@ import psycopg
 from .. import db
 from ..errors import Conflict, Forbidden, NotFound
 from ..tenancy import KEY_PREFIX, WORK_ROLE, Principal, hash_key, require
+from . import audit
 from .acl import invalid_field, parse_body_id
 from .common import INVALID_TRANSITION, MANAGE, SCOPE_NOT_FOUND, own_tenant, parse_id
 
@@ -100,6 +101,7 @@ def mint(principal: Principal, tenant_id: str, fields: dict[str, Any]) -> dict[s
              fields.get("key_type") or "service", scopes, fields.get("ip_allowlist"),
              fields.get("grace_period_seconds", 300), days, days),
         ).fetchone()[0]
+        _audit(conn, principal, "created", doc)
     return {**doc, "key": key}
 
 
@@ -134,6 +136,7 @@ def rotate(principal: Principal, tenant_id: str, key_id: str) -> dict[str, Any]:
             " previous_valid_until = clock_timestamp() + make_interval(secs => grace_period_seconds),"
             f" rotated_at = clock_timestamp() WHERE id = %s RETURNING {_DOC}",
             (hash_key(key), key[:10], key_id)).fetchone()[0]
+        _audit(conn, principal, "rotated", doc)
     return {**doc, "key": key}
 
 
@@ -144,9 +147,17 @@ def revoke(principal: Principal, tenant_id: str, key_id: str, reason: str | None
     with db.transaction() as conn:
         if _one(conn, tenant_id, key_id, lock=True)["state"] == "revoked":
             raise Conflict("The key is already revoked.", code=INVALID_TRANSITION, state="revoked")
-        return conn.execute(
+        doc = conn.execute(
             "UPDATE api_keys AS k SET revoked_at = clock_timestamp(), revoked_reason = %s, previous_valid_until = NULL"
             f" WHERE id = %s RETURNING {_DOC}", (reason, key_id)).fetchone()[0]
+        _audit(conn, principal, "revoked", doc, reason=reason)
+        return doc
+
+
+def _audit(conn: psycopg.Connection, principal: Principal, what: str, doc: dict[str, Any], **details: Any) -> None:
+    """The tenant-level audit event of a key minted, rotated or revoked (never its secret)."""
+    audit.record(conn, principal, f"scaiqueue.api_key.{what}", "api_key", doc["id"],
+                 details={"subject_type": doc.get("subject_type"), "subject_id": doc.get("subject_id"), **details})
 
 
 def whoami(principal: Principal) -> dict[str, Any]:

@@ -115,7 +115,7 @@ def list_queues(principal: Principal, scope_id: str, limit: int = 50,
                 cursor: str | None = None) -> tuple[list[dict], str | None]:
     tenant_id = require(principal, VIEW)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
-    after = decode_cursor(cursor)
+    after = decode_cursor(cursor, str)
     with db.connection() as conn:
         _scope_defaults(conn, tenant_id, scope_id, acl.guard(principal, tenant_id, scope_id, VIEW))
         rows = conn.execute(

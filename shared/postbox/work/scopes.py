@@ -110,7 +110,7 @@ def create_scope(principal: Principal, fields: dict[str, Any]) -> dict[str, Any]
 def list_scopes(principal: Principal, limit: int = 50, cursor: str | None = None) -> tuple[list[dict], str | None]:
     """The tenant's scopes by slug; a work key does not see the scopes whose grants keep it out."""
     tenant_id = require(principal, VIEW)
-    after = decode_cursor(cursor)
+    after = decode_cursor(cursor, str)
     with db.connection() as conn:
         rows = conn.execute(
             f"SELECT {_COLUMNS} FROM work_scopes s WHERE s.tenant_id = %s AND (%s::text IS NULL OR s.slug > %s)"
