@@ -141,3 +141,37 @@ def test_a_schema_bound_elsewhere_is_learned_by_the_next_publish(api, scope, inb
     with db.connection() as conn:
         conn.execute("UPDATE work_queues SET schema_id = NULL WHERE queue_id = %s", (inbox["id"],))
     _ok(api.post(f"{q}/messages", json={"body": "fine again"}), 201)
+
+
+def test_a_schema_whose_references_do_not_resolve_is_refused(api, scope, inbox):
+    """$refs resolve within the schema only: a missing definition or a URL (never fetched) is refused
+    at registration, naming where it is; one that resolves is kept."""
+    base = f"{W}/scopes/{scope['id']}/schemas"
+    for schema, field in (({"$ref": "http://169.254.169.254/latest"}, "schema.$ref"),
+                          ({"$ref": "#/$defs/missing"}, "schema.$ref"),
+                          ({"properties": {"a": {"prefixItems": [{"$ref": "#/nope"}]}}},
+                           "schema.properties.a.prefixItems.0.$ref"),
+                          ({"$dynamicRef": "#/$defs/gone"}, "schema.$dynamicRef")):
+        err = _error(api.post(base, json={"name": "y", "version": "1", "schema": schema}), 422, "VALIDATION_ERROR")
+        assert err["details"][0]["field"] == field, (schema, err)
+    good = {"$defs": {"qty": {"type": "integer"}}, "properties": {"qty": {"$ref": "#/$defs/qty"}},
+            "enum": [{"$ref": "not a reference: data"}, {"qty": 1}]}
+    _ok(api.post(base, json={"name": "y", "version": "1", "schema": good}), 201)
+    assert _ok(api.post(f"{base}/y/1/validate", json={"payload": {"qty": 1}}))["valid"] is True
+    assert _ok(api.post(f"{base}/y/1/validate", json={"payload": {"qty": "x"}}))["valid"] is False
+
+
+def test_a_stored_schema_that_cannot_resolve_refuses_publishes_with_422(api, scope, inbox):
+    """A schema stored before references were checked fails its publishes with a clear 422, never 500."""
+    from postbox import db
+
+    base = f"{W}/scopes/{scope['id']}/schemas"
+    s = _ok(api.post(base, json={"name": "old", "version": "1", "schema": {"type": "object"}}), 201)
+    with db.connection() as conn:
+        conn.execute("UPDATE work_schemas SET schema = '{\"$ref\": \"#/$defs/missing\"}' WHERE id = %s", (s["id"],))
+    q = f"{W}/scopes/{scope['id']}/queues/{inbox['id']}"
+    _ok(api.put(f"{q}/schema", json={"name": "old", "version": "1"}))
+    err = _error(api.post(f"{q}/messages", json={"body": {"a": 1}}), 422, "VALIDATION_ERROR")
+    assert "cannot resolve" in err["details"][0]["message"]
+    found = _ok(api.post(f"{base}/old/1/validate", json={"payload": 1}))
+    assert found["valid"] is False and "cannot resolve" in found["errors"][0]["message"]

@@ -16,6 +16,9 @@ from typing import Any
 import psycopg
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT202012
 
 from .. import db
 from ..errors import Conflict, NotFound, Unprocessable
@@ -44,8 +47,12 @@ def _path(prefix: str, parts: Any) -> str:
 
 
 def errors_of(validator: Draft202012Validator, payload: Any, prefix: str = "") -> list[dict[str, str]]:
-    """The validator's complaints as [{field, message}], by path, at most MAX_ERRORS."""
-    found = sorted(validator.iter_errors(payload), key=lambda e: [str(p) for p in e.absolute_path])
+    """The validator's complaints as [{field, message}], by path, at most MAX_ERRORS. A schema stored
+    before references were checked may still hold one it cannot resolve: that is its fault, said so."""
+    try:
+        found = sorted(validator.iter_errors(payload), key=lambda e: [str(p) for p in e.absolute_path])
+    except Unresolvable as e:
+        return [{"field": prefix or "$", "message": f"the schema cannot resolve a reference: {e}"[:300]}]
     return [{"field": _path(prefix, e.absolute_path), "message": e.message} for e in found[:MAX_ERRORS]]
 
 
@@ -55,6 +62,42 @@ def _checked(schema: Any) -> None:
     except SchemaError as e:
         raise Unprocessable("The schema is not a valid JSON Schema (draft 2020-12).",
                             fields=[{"field": _path("schema", e.absolute_path), "message": e.message}]) from None
+    found = _unresolvable(schema, Registry().resolver_with_root(DRAFT202012.create_resource(schema)), [])
+    if found is not None:
+        where, ref = found
+        raise Unprocessable("The schema refers to what it does not hold ($refs resolve within the schema only).",
+                            fields=[{"field": _path("schema", where), "message": f"cannot resolve {ref!r}"}])
+
+
+_DATA_KEYWORDS = ("const", "enum", "default", "examples")  # their values are data, not schemas
+
+
+def _unresolvable(node: Any, resolver: Any, path: list[Any]) -> tuple[list[Any], str] | None:
+    """(path, ref) of the first `$ref`/`$dynamicRef` the schema cannot resolve by itself; no ref is
+    ever fetched (the registry holds the schema only)."""
+    if isinstance(node, list):
+        for i, item in enumerate(node):
+            found = _unresolvable(item, resolver, [*path, i])
+            if found:
+                return found
+        return None
+    if not isinstance(node, dict):
+        return None
+    if path and isinstance(node.get("$id"), str):
+        resolver = resolver.in_subresource(DRAFT202012.create_resource(node))
+    for keyword in ("$ref", "$dynamicRef"):
+        ref = node.get(keyword)
+        if isinstance(ref, str):
+            try:
+                resolver.lookup(ref)
+            except Unresolvable:
+                return [*path, keyword], ref
+    for key, value in node.items():
+        if key not in _DATA_KEYWORDS:
+            found = _unresolvable(value, resolver, [*path, key])
+            if found:
+                return found
+    return None
 
 
 def register(principal: Principal, scope_id: str, name: str, version: str, schema: Any) -> dict[str, Any]:
