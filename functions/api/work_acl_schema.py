@@ -13,11 +13,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from functions.api.work_schema import _Strict
+from functions.api.work_schema import ActorId, ActorType, _Strict, not_reserved
 
 Role = Literal["viewer", "publisher", "consumer", "manager"]
-ActorType = Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[a-z][a-z0-9_]*$")]
-ActorId = Annotated[str, Field(min_length=1, max_length=256)]
 Operation = Literal["scaiqueue:view", "scaiqueue:publish", "scaiqueue:consume", "scaiqueue:manage"]
 Id = Annotated[str, Field(min_length=1, max_length=64)]
 Cidr = Annotated[str, Field(min_length=1, max_length=64)]
@@ -61,6 +59,11 @@ class CreateGrant(_Strict):
     role: Role
     conditions: Conditions | None = None
 
+    @field_validator("actor_type")
+    @classmethod
+    def _an_actor(cls, value: str) -> str:
+        return not_reserved(value)
+
 
 class CreateQueueEntry(CreateGrant):
     queue_id: Id
@@ -88,6 +91,13 @@ class CreateTrust(_Strict):
 class MintKey(_Strict):
     subject_id: ActorId
     subject_type: ActorType = "service"
+
+    @field_validator("subject_type")
+    @classmethod
+    def _a_subject(cls, value: str) -> str:
+        """A work key speaks for its own subject: never as Postbox (`system`, `redacted`) nor as a
+        tenant key (`api_key`, whose id it could borrow)."""
+        return not_reserved(value, ("system", "redacted", "api_key"))
     key_type: Literal["service", "agent", "user"] = "service"
     label: Annotated[str, Field(max_length=256)] | None = None
     allowed_scopes: Annotated[list[Id], Field(min_length=1, max_length=100)] | None = None

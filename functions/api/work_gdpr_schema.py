@@ -6,17 +6,11 @@ a VALIDATION_ERROR naming the field.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import field_validator
 
-from functions.api.work_schema import _Strict
-
-# Actors are named as principals name them: ("api_key", key id) for a tenant key, or the subject a
-# work API key was minted for ("user", "agent", "service", ...). `system` and `redacted` are ours.
-ActorType = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
-ActorId = Annotated[str, Field(min_length=1, max_length=256)]
-RESERVED_ACTOR_TYPES = ("system", "redacted")
+from functions.api.work_schema import ActorId, ActorType, _Strict, not_reserved
 
 
 class _Actor(_Strict):
@@ -26,9 +20,7 @@ class _Actor(_Strict):
     @field_validator("actor_type")
     @classmethod
     def _not_reserved(cls, value: str) -> str:
-        if value in RESERVED_ACTOR_TYPES:
-            raise ValueError(f"`{value}` names no actor (it is reserved)")
-        return value
+        return not_reserved(value)
 
 
 class Erasure(_Actor):

@@ -104,6 +104,20 @@ class Publish(_Strict):
         return self
 
 
+# Actors are named as principals name them: ("api_key", key id) for a tenant key, or the subject a
+# work API key was minted for ("user", "agent", "service", ...). `system` and `redacted` are
+# Postbox's own (its agents; what an erasure left), so no request may name them as an actor.
+ActorType = Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[a-z][a-z0-9_]*$")]
+ActorId = Annotated[str, Field(min_length=1, max_length=256)]
+RESERVED_ACTOR_TYPES = ("system", "redacted")
+
+
+def not_reserved(value: str, reserved: tuple[str, ...] = RESERVED_ACTOR_TYPES) -> str:
+    if value in reserved:
+        raise ValueError(f"`{value}` names no actor here (it is reserved)")
+    return value
+
+
 class Claim(_Strict):
     batch_size: Annotated[int, Field(ge=1, le=100)] = 1
     visibility_timeout_s: Annotated[int, Field(ge=1, le=MAX_VISIBILITY_S)] | None = None

@@ -103,6 +103,8 @@ def test_acl_routes_refuse_what_does_not_parse(api, scope, jobs, make_tenant):
         ("/grants", {**g, "colour": 1}, "colour"),
         ("/grants", {"actor_id": "a", "role": "viewer"}, "actor_type"),
         ("/grants", {**g, "actor_type": "Bad Type"}, "actor_type"),
+        ("/grants", {**g, "actor_type": "system"}, "actor_type"),
+        ("/queue-acl", {**g, "queue_id": jobs["id"], "actor_type": "redacted"}, "actor_type"),
         ("/grants", {**g, "conditions": {"message_types": ["x"]}}, "conditions.message_types"),
         ("/grants", {**g, "conditions": {"not_before": "yesterday"}}, "conditions.not_before"),
         ("/grants", {**g, "conditions": {"not_before": "2030-01-01T00:00:00"}}, "conditions.not_before"),

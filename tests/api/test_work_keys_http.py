@@ -83,6 +83,10 @@ def test_key_routes_refuse_what_does_not_parse(api, scope):
         ({"subject_id": "a", "allowed_operations": ALL, "grace_period_seconds": -1}, "grace_period_seconds"),
         ({"subject_id": "a", "allowed_operations": ALL, "key_type": "robot"}, "key_type"),
         ({"subject_id": "a", "allowed_operations": ALL, "colour": "red"}, "colour"),
+        # a key cannot speak as Postbox itself nor borrow a tenant key's identity
+        ({"subject_id": "work-expiry", "allowed_operations": ALL, "subject_type": "system"}, "subject_type"),
+        ({"subject_id": "a", "allowed_operations": ALL, "subject_type": "redacted"}, "subject_type"),
+        ({"subject_id": "a", "allowed_operations": ALL, "subject_type": "api_key"}, "subject_type"),
     ):
         found = _error(api.post(base, json=body), 422, "VALIDATION_ERROR")
         assert found["details"][0]["field"] == field, (body, found)
