@@ -64,6 +64,10 @@ def test_work_verbs(run):
     [listed] = run("work", "messages", scope["id"], queue["id"], "--state", "completed")
     assert listed["response"] == {"fixed": True}
     assert "tickets" in run("work", "queues", scope["id"], json_out=False).out
+    by_slug = run("work", "publish", "ops", "tickets", "by slug")  # slugs work wherever ids do
+    assert run("work", "messages", "ops", "tickets")[0]["id"] == by_slug["id"]
+    assert "no queue with slug 'nope'" in run("work", "claim", "ops", "nope", code=1, json_out=False).err
+    assert "ops" in run("work", "scopes", json_out=False).out
     assert "work-expiry" in run("work", "agents", json_out=False).out
     refused = run("work", "fail", scope["id"], sent["id"], code=1, json_out=False)
     assert "SCAIQUEUE_NOT_CLAIMED" in refused.err

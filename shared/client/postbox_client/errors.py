@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-REQUEST_ID_HEADERS = ("apigw-requestid", "x-amzn-requestid", "x-request-id")
+# The surface's own id first (the work surface's `req_…`, which its error bodies carry too), then the gateway's.
+REQUEST_ID_HEADERS = ("x-request-id", "apigw-requestid", "x-amzn-requestid")
 
 _DEFAULT_CODES = {
     400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",

@@ -3,16 +3,64 @@ fail, messages by state, and the system agents."""
 
 from __future__ import annotations
 
+import uuid
+
+from ..errors import NotFound
 from .output import emit_json, show, table
 from .queues import _json_arg
+
+
+def _is_id(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _scope(pb, value: str) -> str:
+    """A scope given by id or by slug (looked up in the tenant's scopes)."""
+    if _is_id(value):
+        return value
+    cursor = None
+    while True:
+        found, cursor = pb.work.scopes(limit=200, cursor=cursor)
+        for s in found:
+            if s["slug"] == value:
+                return s["id"]
+        if cursor is None:
+            raise NotFound(f"no scope with slug {value!r}", status=404, code="SCAIQUEUE_SCOPE_NOT_FOUND")
+
+
+def _queue(pb, scope: str, value: str) -> str:
+    """A queue of the scope given by id or by slug."""
+    if _is_id(value):
+        return value
+    cursor = None
+    while True:
+        found, cursor = pb.work.queues(scope, limit=200, cursor=cursor)
+        for q in found:
+            if q["slug"] == value:
+                return q["id"]
+        if cursor is None:
+            raise NotFound(f"no queue with slug {value!r} in this scope", status=404,
+                           code="SCAIQUEUE_QUEUE_NOT_FOUND")
+
+
+def _where(args, pb) -> None:
+    """Scope (and queue) arguments may be slugs: turn them into ids once."""
+    if getattr(args, "scope", None):
+        args.scope = _scope(pb, args.scope)
+        if getattr(args, "queue", None):
+            args.queue = _queue(pb, args.scope, args.queue)
 
 
 def scopes(args, pb) -> None:
     found, _ = pb.work.scopes(limit=200)
     if args.json:
         return emit_json(found)
-    table(({"id": s["id"], "slug": s["slug"], "state": s["state"], "created": s.get("created_at")} for s in found),
-          ["id", "slug", "state", "created"], title="scopes")
+    table(({"slug": s["slug"], "state": s["state"], "created": s.get("created_at"), "id": s["id"]} for s in found),
+          ["slug", "state", "created", "id"], title="scopes (other verbs take the slug or the id)")
 
 
 def create_scope(args, pb) -> None:
@@ -20,6 +68,7 @@ def create_scope(args, pb) -> None:
 
 
 def queues(args, pb) -> None:
+    _where(args, pb)
     found, _ = pb.work.queues(args.scope, limit=200)
     if args.json:
         return emit_json(found)
@@ -32,11 +81,13 @@ def queues(args, pb) -> None:
 
 
 def create_queue(args, pb) -> None:
+    _where(args, pb)
     show(pb.work.create_queue(args.scope, args.slug, ordering=args.ordering, consumer_mode=args.consumer_mode),
          args.json)
 
 
 def publish(args, pb) -> None:
+    _where(args, pb)
     fields = {"type": args.type, "idempotency_key": args.idempotency_key, "correlation_id": args.correlation_id}
     message = pb.work.publish(args.scope, args.queue, _json_arg(args.body),
                               **{k: v for k, v in fields.items() if v is not None})
@@ -44,10 +95,12 @@ def publish(args, pb) -> None:
 
 
 def claim(args, pb) -> None:
+    _where(args, pb)
     show(pb.work.claim(args.scope, args.queue, args.batch_size, args.visibility_timeout), args.json)
 
 
 def finish(args, pb) -> None:
+    _where(args, pb)
     message = {"id": args.message, "claim_token": args.claim_token}
     if args.verb == "complete":
         show(pb.work.complete(args.scope, message, _json_arg(args.response) if args.response else None), args.json)
@@ -56,6 +109,7 @@ def finish(args, pb) -> None:
 
 
 def messages(args, pb) -> None:
+    _where(args, pb)
     found, _ = pb.work.messages(args.scope, args.queue, args.state, limit=args.limit)
     if args.json:
         return emit_json(found)
@@ -79,28 +133,28 @@ def register(sub, leaf) -> None:
     leaf(verbs, "scopes", scopes, "list scopes")
     leaf(verbs, "create-scope", create_scope, "create a scope (with its system queues)").add_argument(
         "slug", help="the scope's slug, unique in the tenant")
-    leaf(verbs, "queues", queues, "a scope's queues with their depths").add_argument("scope", help="scope id")
+    leaf(verbs, "queues", queues, "a scope's queues with their depths").add_argument("scope", help="scope id or slug")
     p = leaf(verbs, "create-queue", create_queue, "create a queue in a scope")
-    p.add_argument("scope", help="scope id")
+    p.add_argument("scope", help="scope id or slug")
     p.add_argument("slug", help="the queue's slug, unique in the scope")
     p.add_argument("--ordering", default="fifo", choices=["fifo", "priority", "deadline"], help="claim order")
     p.add_argument("--consumer-mode", default="competing", choices=["competing", "broadcast"],
                    help="one consumer per message, or every subscription")
     p = leaf(verbs, "publish", publish, "publish one message; prints its id")
-    p.add_argument("scope", help="scope id")
-    p.add_argument("queue", help="queue id")
+    p.add_argument("scope", help="scope id or slug")
+    p.add_argument("queue", help="queue id or slug")
     p.add_argument("body", help="JSON object, else the text as a string")
     p.add_argument("--type", default=None, help="message type (server default: task)")
     p.add_argument("--idempotency-key", default=None, help="publish at most once per key")
     p.add_argument("--correlation-id", default=None, help="ties the message to its chain and events")
     p = leaf(verbs, "claim", claim, "claim messages in the queue's order (prints them with claim tokens)")
-    p.add_argument("scope", help="scope id")
-    p.add_argument("queue", help="queue id")
+    p.add_argument("scope", help="scope id or slug")
+    p.add_argument("queue", help="queue id or slug")
     p.add_argument("--batch-size", type=int, default=1, help="how many (≤ 100)")
     p.add_argument("--visibility-timeout", type=int, default=None, help="seconds (default: the message's)")
     for verb, text in (("complete", "complete a claimed message"), ("fail", "fail a claimed message")):
         p = leaf(verbs, verb, finish, text)
-        p.add_argument("scope", help="scope id")
+        p.add_argument("scope", help="scope id or slug")
         p.add_argument("message", help="message id")
         p.add_argument("--claim-token", default=None, help="the token the claim answered")
         if verb == "complete":
@@ -108,8 +162,8 @@ def register(sub, leaf) -> None:
         else:
             p.add_argument("--reason", default="", help="why it failed")
     p = leaf(verbs, "messages", messages, "a queue's messages in one state, oldest first")
-    p.add_argument("scope", help="scope id")
-    p.add_argument("queue", help="queue id")
+    p.add_argument("scope", help="scope id or slug")
+    p.add_argument("queue", help="queue id or slug")
     p.add_argument("--state", default="pending", help="pending, claimed, completed, dead_lettered, ...")
     p.add_argument("--limit", type=int, default=50, help="how many (≤ 200)")
     leaf(verbs, "agents", agents, "the system agents' runs, processed counts and errors")
