@@ -9,21 +9,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from functions.authorizer import clear_cache
 from postbox import db
 from support.http import client
-from support.work_api import W
+from support.work_api import ALL_OPERATIONS, W, fresh_authorizer_cache
 from support.work_api import error as _error
 from support.work_api import ok as _ok
 
-ALL = ["scaiqueue:view", "scaiqueue:publish", "scaiqueue:consume", "scaiqueue:manage"]
+ALL = ALL_OPERATIONS
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    clear_cache()
-    yield
-    clear_cache()
+_fresh_cache = pytest.fixture(autouse=True)(fresh_authorizer_cache)
 
 
 @pytest.fixture

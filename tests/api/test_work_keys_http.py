@@ -14,19 +14,14 @@ from functions.local.lambda_context import LocalContext
 from postbox import db
 from support.events import api_event
 from support.http import client
-from support.work_api import W
+from support.work_api import ALL_OPERATIONS, W, fresh_authorizer_cache
 from support.work_api import error as _error
 from support.work_api import ok as _ok
 
-ALL = ["scaiqueue:view", "scaiqueue:publish", "scaiqueue:consume", "scaiqueue:manage"]
+ALL = ALL_OPERATIONS
 
 
-@pytest.fixture(autouse=True)
-def _fresh_cache():
-    """Every test sees keys as the database holds them now (the authorizer caches answers)."""
-    clear_cache()
-    yield
-    clear_cache()
+_fresh_cache = pytest.fixture(autouse=True)(fresh_authorizer_cache)
 
 
 def keys_path(api) -> str:

@@ -19,3 +19,20 @@ def error(r, status, code):
     assert body["meta"]["request_id"].startswith("req_")
     assert r.headers["x-request-id"] == body["meta"]["request_id"]
     return body["error"]
+
+
+ALL_OPERATIONS = ["scaiqueue:view", "scaiqueue:publish", "scaiqueue:consume", "scaiqueue:manage"]
+
+
+def _clear_authorizer_cache():
+    from functions.authorizer import clear_cache
+
+    clear_cache()
+
+
+def fresh_authorizer_cache():
+    """(A fixture for key tests, imported by their modules with autouse.) Every test sees keys as the
+    database holds them now: the authorizer caches answers."""
+    _clear_authorizer_cache()
+    yield
+    _clear_authorizer_cache()
