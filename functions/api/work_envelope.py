@@ -32,7 +32,8 @@ _CODES = {
 }
 
 
-_TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "function-after", "function-before"}
+_TYPE_TAGS = {"str", "int", "float", "bool", "list", "dict", "function-after", "function-before", "constrained-str",
+              "constrained-int", "json-or-python"}
 
 
 def _field_errors(details: dict[str, Any]) -> list[dict[str, str]]:
@@ -45,7 +46,7 @@ def _field_errors(details: dict[str, Any]) -> list[dict[str, str]]:
             loc = loc[1:]
         loc = [p for p in loc if p not in _TYPE_TAGS and "[" not in p]
         message = "unknown field" if e.get("type") == "extra_forbidden" else e.get("msg", "")
-        out.setdefault(".".join(loc) or "body", message)
+        out.setdefault(".".join(loc) or "body", message.removeprefix("Value error, "))
     return [{"field": f, "message": m} for f, m in out.items()] + list(details.get("fields", ()))
 
 
@@ -54,6 +55,9 @@ def envelope(status: int, code: str, message: str, details: dict[str, Any]) -> d
     error: dict[str, Any] = {"code": code, "message": message or "The request is not valid.", "details": details}
     if code == "VALIDATION_ERROR":
         error["details"] = _field_errors(details)
+        if details.get("errors") and error["details"]:  # the sentence names the field as `details` does
+            first = error["details"][0]
+            error["message"] = f"{first['field']}: {first['message']}"
     if "retry_after" in details:
         error["retry_after"] = details["retry_after"]
         error["details"] = {k: v for k, v in details.items() if k != "retry_after"}

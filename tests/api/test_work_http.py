@@ -147,6 +147,7 @@ def test_validation_errors_name_fields(api, scope, queue):
     assert {d["field"] for d in err["details"]} == {"body", "priority.tier"}
     err = _error(api.post(f"{q}/messages", json={"body": 5}), 422, "VALIDATION_ERROR")
     assert [d["field"] for d in err["details"]] == ["body"]  # one entry, not one per member of str | object
+    assert err["message"] == f"body: {err['details'][0]['message']}"  # no `body.str`: the field as details name it
     err = _error(api.post(f"{q}/messages/claim", json={"batch_size": 0}), 422, "VALIDATION_ERROR")
     assert err["details"][0]["field"] == "batch_size"
     _error(api.post(f"{W}/scopes", json={"slug": "Bad Slug"}), 422, "VALIDATION_ERROR")
