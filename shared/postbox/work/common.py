@@ -8,6 +8,7 @@ from typing import Any
 
 from .. import jsoncodec
 from ..errors import NotFound, Unprocessable
+from ..tenancy import Principal, require
 
 VIEW = "scaiqueue:view"
 PUBLISH = "scaiqueue:publish"
@@ -28,9 +29,11 @@ def missing(code: str) -> NotFound:
     return NotFound(_MISSING[code], code=code)
 
 
-def own_tenant(tenant_id: str, path_tenant: str) -> str:
-    """`tenant_id` (the caller's) when the path names it; any other tenant, or a malformed id, is
-    answered as a missing one (404 `NOT_FOUND`), so tenants cannot be probed."""
+def own_tenant(principal: Principal, path_tenant: str) -> str:
+    """The caller's tenant, which a `/tenants/{tenant_id}` route must name; these routes need
+    manage. Any other tenant, or a malformed id, is answered as a missing one (404 `NOT_FOUND`), so
+    tenants cannot be probed."""
+    tenant_id = require(principal, MANAGE)
     try:
         named = str(uuid.UUID(str(path_tenant)))
     except ValueError:

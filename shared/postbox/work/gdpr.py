@@ -22,9 +22,9 @@ from psycopg import sql
 
 from .. import db
 from ..errors import NotFound
-from ..tenancy import Principal, require
+from ..tenancy import Principal
 from . import audit, gdpr_files
-from .common import MANAGE, own_tenant
+from .common import own_tenant
 
 log = logging.getLogger("postbox.work.gdpr")
 
@@ -61,11 +61,6 @@ EXPORT: tuple[Step, ...] = (
 STEPS = {"erasure": ERASURE, "export": EXPORT}
 
 
-def _tenant(principal: Principal, tenant_id: str) -> str:
-    """The caller's tenant, which the path must name (`own_tenant`); needs manage."""
-    return own_tenant(require(principal, MANAGE), tenant_id)
-
-
 def _job_missing() -> NotFound:
     return NotFound("Job not found.", code=JOB_NOT_FOUND)
 
@@ -81,7 +76,7 @@ RETURNING to_jsonb(work_gdpr_jobs.*)
 
 def submit(principal: Principal, tenant_id: str, kind: str, fields: dict[str, Any]) -> dict[str, Any]:
     """A queued erasure or export job for the actor `fields` names; the agent does the work."""
-    tenant = _tenant(principal, tenant_id)
+    tenant = own_tenant(principal, tenant_id)
     by_type, by_id = principal.actor
     params = {"tenant": tenant, "kind": kind, "mode": None, "format": None, "compression": None,
               "actor_type": fields["actor_type"], "actor_id": fields["actor_id"], "by_type": by_type, "by_id": by_id}
@@ -111,7 +106,7 @@ def _row(conn, tenant: str, kind: str, job_id: str) -> dict[str, Any]:
 
 def status(principal: Principal, tenant_id: str, kind: str, job_id: str) -> dict[str, Any]:
     """The job's state and progress; a completed export says where to download it while it is kept."""
-    tenant = _tenant(principal, tenant_id)
+    tenant = own_tenant(principal, tenant_id)
     with db.connection() as conn:
         row = _row(conn, tenant, kind, job_id)
         doc = document(row)
@@ -122,7 +117,7 @@ def status(principal: Principal, tenant_id: str, kind: str, job_id: str) -> dict
 
 def export_file(principal: Principal, tenant_id: str, job_id: str) -> gdpr_files.ExportFile:
     """The file of a completed export: its bytes (kept in the database) or a short-lived URL (S3)."""
-    tenant = _tenant(principal, tenant_id)
+    tenant = own_tenant(principal, tenant_id)
     with db.connection() as conn:
         row = _row(conn, tenant, "export", job_id)
         found = gdpr_files.fetch(conn, row) if row["state"] == "completed" else None

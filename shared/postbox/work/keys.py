@@ -20,10 +20,10 @@ import psycopg
 
 from .. import db
 from ..errors import Conflict, Forbidden, NotFound
-from ..tenancy import KEY_PREFIX, WORK_ROLE, Principal, hash_key, require
+from ..tenancy import KEY_PREFIX, WORK_ROLE, Principal, hash_key
 from . import audit
 from .acl import invalid_field, parse_body_id
-from .common import INVALID_TRANSITION, MANAGE, SCOPE_NOT_FOUND, own_tenant, parse_id
+from .common import INVALID_TRANSITION, SCOPE_NOT_FOUND, own_tenant, parse_id
 
 KEY_NOT_FOUND = "SCAIQUEUE_API_KEY_NOT_FOUND"
 
@@ -36,11 +36,6 @@ _DOC = """jsonb_build_object(
     'revoked_at', k.revoked_at, 'revoked_reason', k.revoked_reason, 'created_at', k.created_at,
     'state', CASE WHEN k.revoked_at IS NOT NULL THEN 'revoked'
                   WHEN k.expires_at <= clock_timestamp() THEN 'expired' ELSE 'active' END)"""
-
-
-def _tenant(principal: Principal, tenant_id: str) -> str:
-    """The caller's tenant, which the path must name (`own_tenant`); needs manage."""
-    return own_tenant(require(principal, MANAGE), tenant_id)
 
 
 def _missing() -> NotFound:
@@ -82,7 +77,7 @@ def _scopes(conn: psycopg.Connection, tenant_id: str, scopes: list[str] | None) 
 def mint(principal: Principal, tenant_id: str, fields: dict[str, Any]) -> dict[str, Any]:
     """A new work key: its metadata and, this once, the raw `key`. A work key may mint only keys
     holding operations it holds itself (no key grows its own rights by minting another)."""
-    tenant_id = _tenant(principal, tenant_id)
+    tenant_id = own_tenant(principal, tenant_id)
     beyond = set(fields["allowed_operations"]) - set(principal.scopes) if principal.is_work_key else set()
     if beyond:
         raise Forbidden(f"A work key cannot mint a key with operations it does not hold: {', '.join(sorted(beyond))}.")
@@ -107,7 +102,7 @@ def mint(principal: Principal, tenant_id: str, fields: dict[str, Any]) -> dict[s
 
 def list_keys(principal: Principal, tenant_id: str) -> list[dict[str, Any]]:
     """The tenant's work keys, oldest first (tenant keys are `postbox admin`'s)."""
-    tenant_id = _tenant(principal, tenant_id)
+    tenant_id = own_tenant(principal, tenant_id)
     with db.connection() as conn:
         rows = conn.execute(f"SELECT {_DOC} FROM api_keys k WHERE k.tenant_id = %s AND k.role = %s"
                             " ORDER BY k.created_at, k.id", (tenant_id, WORK_ROLE)).fetchall()
@@ -115,7 +110,7 @@ def list_keys(principal: Principal, tenant_id: str) -> list[dict[str, Any]]:
 
 
 def get_key(principal: Principal, tenant_id: str, key_id: str) -> dict[str, Any]:
-    tenant_id = _tenant(principal, tenant_id)
+    tenant_id = own_tenant(principal, tenant_id)
     with db.connection() as conn:
         return _one(conn, tenant_id, _key_id(key_id))
 
@@ -124,7 +119,7 @@ def rotate(principal: Principal, tenant_id: str, key_id: str) -> dict[str, Any]:
     """A new secret for the key (returned once); the current one stays valid for the key's
     `grace_period_seconds` (a secret from an earlier rotation stops now). A revoked or expired key
     cannot be rotated (SCAIQUEUE_INVALID_TRANSITION)."""
-    tenant_id = _tenant(principal, tenant_id)
+    tenant_id = own_tenant(principal, tenant_id)
     key_id = _key_id(key_id)
     key = _secret()
     with db.transaction() as conn:
@@ -142,7 +137,7 @@ def rotate(principal: Principal, tenant_id: str, key_id: str) -> dict[str, Any]:
 
 def revoke(principal: Principal, tenant_id: str, key_id: str, reason: str | None) -> dict[str, Any]:
     """Revoke the key and any secret still in its grace period; a revoked key stays revoked (409)."""
-    tenant_id = _tenant(principal, tenant_id)
+    tenant_id = own_tenant(principal, tenant_id)
     key_id = _key_id(key_id)
     with db.transaction() as conn:
         if _one(conn, tenant_id, key_id, lock=True)["state"] == "revoked":

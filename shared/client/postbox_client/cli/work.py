@@ -18,41 +18,29 @@ def _is_id(value: str) -> bool:
     return True
 
 
-def _scope(pb, value: str) -> str:
-    """A scope given by id or by slug (looked up in the tenant's scopes)."""
+def _by_slug(pages, value: str, what: str, code: str, where: str = "") -> str:
+    """The id of the item with this slug, looked for page by page (`pages(cursor)` answers one), or
+    `value` itself when it is an id already."""
     if _is_id(value):
         return value
     cursor = None
     while True:
-        found, cursor = pb.work.scopes(limit=200, cursor=cursor)
-        for s in found:
-            if s["slug"] == value:
-                return s["id"]
+        found, cursor = pages(cursor)
+        for item in found:
+            if item["slug"] == value:
+                return item["id"]
         if cursor is None:
-            raise NotFound(f"no scope with slug {value!r}", status=404, code="SCAIQUEUE_SCOPE_NOT_FOUND")
-
-
-def _queue(pb, scope: str, value: str) -> str:
-    """A queue of the scope given by id or by slug."""
-    if _is_id(value):
-        return value
-    cursor = None
-    while True:
-        found, cursor = pb.work.queues(scope, limit=200, cursor=cursor)
-        for q in found:
-            if q["slug"] == value:
-                return q["id"]
-        if cursor is None:
-            raise NotFound(f"no queue with slug {value!r} in this scope", status=404,
-                           code="SCAIQUEUE_QUEUE_NOT_FOUND")
+            raise NotFound(f"no {what} with slug {value!r}{where}", status=404, code=code)
 
 
 def _where(args, pb) -> None:
     """Scope (and queue) arguments may be slugs: turn them into ids once."""
     if getattr(args, "scope", None):
-        args.scope = _scope(pb, args.scope)
+        args.scope = _by_slug(lambda c: pb.work.scopes(limit=200, cursor=c), args.scope, "scope",
+                              "SCAIQUEUE_SCOPE_NOT_FOUND")
         if getattr(args, "queue", None):
-            args.queue = _queue(pb, args.scope, args.queue)
+            args.queue = _by_slug(lambda c: pb.work.queues(args.scope, limit=200, cursor=c), args.queue,
+                                  "queue", "SCAIQUEUE_QUEUE_NOT_FOUND", " in this scope")
 
 
 def scopes(args, pb) -> None:
