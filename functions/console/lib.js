@@ -36,6 +36,12 @@ export async function api(method, path, body, { ok = [], signal, raw = false } =
 
 export const enc = encodeURIComponent;
 
+// Run `fn` every 5 s (a page's refresh) until the page's signal aborts; a failed run waits for the next.
+export function every(signal, fn, ms = 5000) {
+  const timer = setInterval(() => fn().catch(() => {}), ms);
+  signal.addEventListener('abort', () => clearInterval(timer));
+}
+
 // h('div', {class: 'x', onclick: fn}, child, 'text', [more]) -> element
 export function h(tag, attrs = {}, ...children) {
   const el = document.createElement(tag);

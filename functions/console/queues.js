@@ -1,15 +1,9 @@
 // Queues: the list with depth, in flight, oldest age and depth over time; one queue's messages by
 // state, sending, and replaying dead letters.
 'use strict';
-import { age, api, cards, chart, enc, fmt, h, json, recordDepth, showError, table, when } from './lib.js';
+import { age, api, cards, chart, enc, every, fmt, h, json, recordDepth, showError, table, when } from './lib.js';
 
 const Q = '/api/v1/queues';
-const REFRESH_MS = 5000;
-
-function every(signal, fn) {
-  const timer = setInterval(() => fn().catch(() => {}), REFRESH_MS);
-  signal.addEventListener('abort', () => clearInterval(timer));
-}
 
 export async function queuesPage(main, signal) {
   const body = h('div', { id: 'queues' });

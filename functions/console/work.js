@@ -1,19 +1,13 @@
 // Work queues: scopes and the system agents; a scope's queues with their depths; one queue's
 // messages by state, and publishing into it.
 'use strict';
-import { api, cards, enc, fmt, h, json, showError, table } from './lib.js';
+import { api, cards, enc, every, fmt, h, json, showError, table } from './lib.js';
 
 const W = '/v1/modules/scaiqueue';
 const STATES = ['pending', 'claimed', 'completed', 'failed', 'dead_lettered', 'cancelled', 'expired'];
-const REFRESH_MS = 5000;
 
 const data = async (path, signal) => (await api('GET', W + path, undefined, { signal })).data;
 const shortTime = (iso) => (iso ? iso.replace('T', ' ').slice(0, 19) : '—');
-
-function every(signal, fn) {
-  const timer = setInterval(() => fn().catch(() => {}), REFRESH_MS);
-  signal.addEventListener('abort', () => clearInterval(timer));
-}
 
 export async function workPage(main, signal, scopeId, queueId) {
   if (queueId) return workQueuePage(main, signal, scopeId, queueId);
