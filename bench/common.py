@@ -202,6 +202,12 @@ class DevServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
+    def warm(self, make_client: Callable[[], Any], work: Callable[[Any, int], Any], connections: int = 8) -> None:
+        """Run `work` untimed on several connections at once before a timed run: the kernel spreads
+        them over the worker processes, so each worker has served the workload's routes (built their
+        request models, opened its connections) before the clock starts, as a warm server has."""
+        run_clients(connections, make_client, work)
+
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()

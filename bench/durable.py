@@ -204,6 +204,11 @@ def main() -> None:
     pb_url = pb.url
     ref, ref_url = start_reference()
     targets = [Target("postbox", pb_url, key), Target("reference", ref_url, None)]
+    warm = [f"warm-{i}" for i in range(args.clients)]
+    targets[0].create(warm)
+    pb.warm(targets[0].client, lambda c, i: [c.post(f"/v1/stream/{warm[i]}", content=message(n),
+                                                    headers={"content-type": "application/json"})
+                                             for n in range(5)], connections=args.clients)
     driver = "Python threads (httpx)" if args.python_client else "Node fetch (undici), one process"
     print(f"Durable Streams over HTTP, {args.clients} concurrent clients ({driver}); {server_description(url)}")
     print(f"Postbox: postbox dev ({pb.workers} gateway worker processes) + PostgreSQL; reference:"

@@ -191,9 +191,12 @@ def concurrent_sends(table: common.Table, url: str, key: str, principal, per_cli
         common.progress(f"{CLIENTS} clients x {per_client} single sends over HTTP, postbox dev --workers {workers}")
         server = common.DevServer(url, workers, POSTBOX_POOL_MAX=str(max(8, 80 // (workers + 1)))).start()
         try:
+            def make(s=server) -> httpx.Client:
+                return httpx.Client(base_url=s.url, headers={"apikey": key}, timeout=60)
+
+            server.warm(make, lambda c, i: [post(c, {"warm": i}) for _ in range(5)], connections=CLIENTS)
             common.checkpoint(url)
-            rate, lat = _senders(lambda s=server: httpx.Client(base_url=s.url, headers={"apikey": key}, timeout=60),
-                                 post, per_client)
+            rate, lat = _senders(make, post, per_client)
         finally:
             server.stop()
         table.row(f"c. ... HTTP, postbox dev --workers {workers}", len(lat), f"{rate:,.0f}/s", f"{base:,.0f}/s",

@@ -167,6 +167,14 @@ def send_all(make_client, total: int) -> tuple[float, int]:
     return seconds, sum(results)
 
 
+def warm_up(client: HttpWork | HttpQueues, i: int) -> None:
+    """A surface's HTTP workload, a little of it and untimed (see DevServer.warm): what it sends it drains."""
+    for k in range(3):
+        client.send({"warm": i, "n": k})
+        while client.take(BATCH):
+            pass
+
+
 def drain(make_client, qty: int) -> tuple[float, list]:
     def work(client, _: int) -> list:
         done: list = []
@@ -248,6 +256,8 @@ class Bench:
         gateway = common.DevServer(self.url).start()
         try:
             with contextlib.redirect_stdout(io.StringIO()):  # Powertools prints disabled metrics
+                gateway.warm(lambda: HttpWork(gateway.url, self.key, self.scope, self.fifo), warm_up)
+                gateway.warm(lambda: HttpQueues(gateway.url, self.key, "bench"), warm_up)
                 self._settle()
                 ours = send_all(lambda: HttpWork(gateway.url, self.key, self.scope, self.fifo), n)
                 self._settle()

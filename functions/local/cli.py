@@ -34,6 +34,7 @@ def _dev(args: argparse.Namespace) -> int:
     workers = max(1, args.workers)
     # Each process has its own pool; together they stay well under PostgreSQL's 100 connections.
     os.environ.setdefault("POSTBOX_POOL_MAX", "20" if workers == 1 else str(max(8, 80 // (workers + 1))))
+    os.environ.setdefault("POSTBOX_POOL_MIN", "2")  # opened at start (see LocalGateway.preload)
     if args.long_poll_ms:
         os.environ["POSTBOX_LONG_POLL_MS"] = str(args.long_poll_ms)
     os.environ["POSTBOX_REQUEST_LOG"] = "0" if args.quiet else "1"  # read by every gateway worker process
@@ -47,6 +48,8 @@ def _dev(args: argparse.Namespace) -> int:
         key = dev_key(state)
         if workers == 1:
             start_dispatches_in_process()  # else each worker process starts its own (worker_app)
+            gateway = LocalGateway(request_log=not args.quiet)
+            gateway.preload()
         scheduler = Scheduler()
         scheduler.start()
         base = f"http://{args.host}:{args.port}"
@@ -58,7 +61,7 @@ def _dev(args: argparse.Namespace) -> int:
         print(f"  requests:  one line each on stderr{' (off: --quiet)' if args.quiet else ' (--quiet silences)'}")
         print(f"  try: curl -s -H 'apikey: {key}' {base}/api/v1/queues", flush=True)
         if workers == 1:
-            uvicorn.run(LocalGateway(request_log=not args.quiet), host=args.host, port=args.port, log_level="warning",
+            uvicorn.run(gateway, host=args.host, port=args.port, log_level="warning",
                         lifespan="on")
         else:  # uvicorn's supervisor: it binds the port once and restarts a worker that dies
             uvicorn.run("functions.local.gateway:worker_app", factory=True, workers=workers, host=args.host,

@@ -20,7 +20,7 @@ from typing import Any
 
 from functions.local import apidocs, requestlog
 from functions.local.events import HttpResponse, authorizer_event, http_event, read_response
-from functions.local.invoke import invoke
+from functions.local.invoke import entry_point, invoke
 from functions.routes import FUNCTIONS, match
 from postbox.inputs import MAX_REQUEST_BYTES
 
@@ -68,6 +68,16 @@ class LocalGateway:
         self.request_log = requestlog.enabled() if request_log is None else request_log
         if self.request_log:
             requestlog.install()
+
+    def preload(self) -> None:
+        """Import the authorizer and every surface function, and open the pool's first connections,
+        before the first request: a worker's first requests then cost what the later ones do, as a
+        Lambda function's handler is imported in its init phase, not by the request it serves."""
+        from postbox import db
+
+        for dotted in (AUTHORIZER, *FUNCTIONS.values()):
+            entry_point(dotted)
+        db.pool().wait()
 
     def handle(
         self, method: str, path: str, query: str, headers: list[tuple[str, str]], body: bytes,
@@ -170,7 +180,9 @@ def worker_app() -> LocalGateway:
     from functions.local.runtime import start_dispatches_in_process
 
     start_dispatches_in_process()
-    return LocalGateway()
+    gateway = LocalGateway()
+    gateway.preload()
+    return gateway
 
 
 async def _answer(send: Any, response: HttpResponse) -> None:
