@@ -117,6 +117,58 @@ def vacuum_analyze(url: str, *tables: str) -> None:
             conn.execute(f"VACUUM ANALYZE {table}")
 
 
+def postmaster_pid(url: str) -> int:
+    """The PostgreSQL server's main process (its first line of postmaster.pid)."""
+    with psycopg.connect(url) as conn:
+        data_dir = conn.execute("SHOW data_directory").fetchone()[0]
+    return int((Path(data_dir) / "postmaster.pid").read_text().split()[0])
+
+
+def _cpu_seconds(pid: int, tree: bool) -> float:
+    """User + system CPU of a process and of its children that ended (and, with `tree`, of those
+    still running)."""
+    import psutil
+
+    root = psutil.Process(pid)
+    procs = [root, *root.children(recursive=True)] if tree else [root]
+    total = 0.0
+    for proc in procs:
+        try:
+            t = proc.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        except psutil.NoSuchProcess:
+            pass
+    return total
+
+
+class CpuMeter:
+    """Where a run's CPU went, per call: the benchmark's clients (this process and the load
+    generators it ran) and each named server process with its children. They share the machine's
+    cores, so this is what a ratio against the domain layer (whose client is the domain layer
+    itself) is made of. `CpuMeter.http(url, gateway)` meters postbox dev and its database."""
+
+    def __init__(self, **servers: int) -> None:
+        self.sides = {"clients": (os.getpid(), False), **{k: (pid, True) for k, pid in servers.items()}}
+        self.used: dict[str, float] = {}
+
+    @classmethod
+    def http(cls, url: str, gateway: DevServer) -> CpuMeter:
+        return cls(gateway=gateway.proc.pid, PostgreSQL=postmaster_pid(url))
+
+    def _now(self) -> dict[str, float]:
+        return {name: _cpu_seconds(pid, tree) for name, (pid, tree) in self.sides.items()}
+
+    def __enter__(self) -> CpuMeter:
+        self.started = self._now()
+        return self
+
+    def __exit__(self, *_: Any) -> None:
+        self.used = {k: v - self.started[k] for k, v in self._now().items()}
+
+    def per_call(self, calls: int) -> str:
+        return "CPU per call: " + ", ".join(f"{k} {v / calls * 1000:.2f} ms" for k, v in self.used.items())
+
+
 class Table:
     """Rows printed as they are measured, in fixed columns."""
 

@@ -28,7 +28,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from bench.common import Table, configure, load, rate, run_clients, server_description, start_server  # noqa: E402
+from bench.common import CpuMeter, Table, configure, load, rate, run_clients, server_description, start_server  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFORMANCE = ROOT / "tests" / "conformance"
@@ -227,16 +227,22 @@ def main() -> None:
             ("catch-up read, messages/s", n_read,
              lambda t, r: catch_up(t, f"read-{r}-{uuid.uuid4().hex[:6]}", n_read, py)),
         ]
+        meters = {"postbox": lambda: CpuMeter.http(url, pb), "reference": lambda: CpuMeter(server=ref.pid)}
         for label, count, run in cases:
             figures = {t.name: [] for t in targets}
+            cpu: dict[str, CpuMeter] = {}
             for r in range(args.repeats):
                 progress(f"{label}: run {r + 1} of {args.repeats}")
                 for t in targets:
-                    figures[t.name].append(run(t, r))
+                    with meters[t.name]() as cpu[t.name]:
+                        figures[t.name].append(run(t, r))
             ours, theirs = (statistics.median(figures[t.name]) for t in targets)
             table.row(label, count, rate(ours, 1), rate(theirs, 1), ours / theirs,
                       note="runs: " + " | ".join(f"{t.name} " + ", ".join(f"{v:,.0f}" for v in figures[t.name])
                                                   for t in targets))
+            for t in targets:  # the last run's: the clients' share includes the load generator's start
+                unit = "append" if label.startswith("appends") else "message read"
+                print(f"   {t.name}: {cpu[t.name].per_call(count).replace('per call', 'per ' + unit)}")
     finally:
         pb.stop()
         ref.terminate()

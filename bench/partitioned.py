@@ -263,14 +263,18 @@ class Bench:
 
             gateway.warm(lambda: HttpLogClient(gateway.url, self.key, "bench_warm"), warm_up)
             common.checkpoint(self.url)
-            rate = n / push_all(make, n)
+            with common.CpuMeter.http(self.url, gateway) as cpu:
+                rate = n / push_all(make, n)
             self.table.row("c. push, batches of 100, HTTP", n, f"{rate:,.0f}/s", f"{self.figures['push']:,.0f}/s",
                            rate / self.figures["push"], "<- reference = our domain layer")
+            print(f"   {cpu.per_call(n // 100)} (call: push of 100)")
             common.checkpoint(self.url)
-            seconds, done = drain(make)
+            with common.CpuMeter.http(self.url, gateway) as cpu:
+                seconds, done = drain(make)
             rate = len(done) / seconds
             self.table.row("c. pop(100)+ack, HTTP", n, f"{rate:,.0f}/s", f"{self.figures['pop']:,.0f}/s",
                            rate / self.figures["pop"], "<- reference = our domain layer")
+            print(f"   {cpu.per_call(len(done) // 100)} (call: pop + ack)")
             print(f"   HTTP exactly once: {exactly_once(n, done)}")
         finally:
             gateway.stop()

@@ -321,16 +321,20 @@ class Bench:
             with contextlib.redirect_stdout(io.StringIO()):
                 gateway.warm(make, warm_up)
                 self._settle()
-                send_seconds, sent = send_all(make, n, BATCH)
+                with common.CpuMeter.http(self.url, gateway) as send_cpu:
+                    send_seconds, sent = send_all(make, n, BATCH)
                 self._settle()
-                read_seconds, done = drain(make, BATCH)
+                with common.CpuMeter.http(self.url, gateway) as read_cpu:
+                    read_seconds, done = drain(make, BATCH)
         finally:
             gateway.stop()
-        for label, count, seconds, domain in (("c. send_batch(100), HTTP", len(sent), send_seconds, "send"),
-                                              ("c. read(100)+archive, HTTP", len(done), read_seconds, "read")):
+        for label, count, seconds, domain, cpu in (
+                ("c. send_batch(100), HTTP", len(sent), send_seconds, "send", send_cpu),
+                ("c. read(100)+archive, HTTP", len(done), read_seconds, "read", read_cpu)):
             ours, base = count / seconds, self.figures[domain]
             self.table.row(label, n, f"{ours:,.0f}/s", f"{base:,.0f}/s", ours / base,
                            "reference = Postbox's domain layer (a, b above): no pgmq over HTTP")
+            print(f"   {cpu.per_call(count // BATCH)} (call: {'send_batch' if domain == 'send' else 'read + archive'})")
         problem = exactly_once(sent, done, *self._postbox_counts(sent))
         print(f"   every message archived exactly once, none left: {problem or 'OK'}", flush=True)
 
