@@ -61,11 +61,11 @@ def _dev(args: argparse.Namespace) -> int:
         print(f"  requests:  one line each on stderr{' (off: --quiet)' if args.quiet else ' (--quiet silences)'}")
         print(f"  try: curl -s -H 'apikey: {key}' {base}/api/v1/queues", flush=True)
         if workers == 1:
-            uvicorn.run(gateway, host=args.host, port=args.port, log_level="warning",
+            uvicorn.run(gateway, host=args.host, port=args.port, log_level="warning", access_log=False,
                         lifespan="on")
         else:  # uvicorn's supervisor: it binds the port once and restarts a worker that dies
             uvicorn.run("functions.local.gateway:worker_app", factory=True, workers=workers, host=args.host,
-                        port=args.port, log_level="warning", lifespan="on")
+                        port=args.port, log_level="warning", access_log=False, lifespan="on")
     except SystemExit:
         pass
     finally:

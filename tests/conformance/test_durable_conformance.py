@@ -33,7 +33,7 @@ pytestmark = pytest.mark.conformance
 _SERVE = """
 import uvicorn
 from functions.local.gateway import LocalGateway
-uvicorn.run(LocalGateway(), host="127.0.0.1", port={port}, log_level="warning", lifespan="on")
+uvicorn.run(LocalGateway(), host="127.0.0.1", port={port}, log_level="warning", access_log=False, lifespan="on")
 """
 
 

@@ -24,7 +24,7 @@ class GatewayServer:
     def __init__(self, **gateway: object) -> None:
         self.port = free_port()
         config = uvicorn.Config(LocalGateway(**gateway), host="127.0.0.1", port=self.port, log_level="warning",
-                                lifespan="on")
+                                access_log=False, lifespan="on")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
 
