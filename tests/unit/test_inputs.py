@@ -10,9 +10,17 @@ from postbox.inputs import BadInput, parse_json
 
 
 def test_depth_is_measured_without_recursion():
-    assert not inputs.nests_deeper_than([[1], {"a": [2]}], 3) and inputs.nests_deeper_than([[1], {"a": [2]}], 2)
-    assert not inputs.nests_deeper_than(["[[[[", "x" * 1000], 1)
-    assert not inputs.nests_deeper_than([[{}] for _ in range(10_000)], 3)
+    import json
+
+    def deeper(value, limit):
+        return inputs.nests_deeper_than(json.dumps(value).encode(), limit)
+
+    assert not deeper([[1], {"a": [2]}], 3) and deeper([[1], {"a": [2]}], 2)
+    assert not deeper(["[[[[", "x" * 1000], 1)  # brackets in strings are text
+    assert not deeper(['a \\" [[[[ \\', {'k"[[': ']]]]'}], 2) and deeper(['"[', {"k": ["]"]}], 2)
+    assert not deeper([[{}] for _ in range(10_000)], 3) and deeper([[{}] for _ in range(10_000)], 2)
+    assert not deeper([{"a": [{"b": []}]}], 5) and deeper([{"a": [{"b": []}]}], 4)  # alternating kinds
+    assert not deeper([], 1) and not deeper({}, 1) and not deeper(5, 0) and deeper([], 0)
     with pytest.raises(BadInput, match="127"):
         parse_json("[" * 100_000 + "]" * 100_000)
     with pytest.raises(BadInput, match="127"):
