@@ -76,41 +76,41 @@ def cold_imports(table: common.Table, runs: int) -> None:
                   f"CPU time; reference = minimal handler; goal <= {goal} (wall {wall:.0f} vs {ref_wall:.0f} ms)")
 
 
-async def _bare_app(scope, receive, send) -> None:
-    """The floor of an HTTP round trip here: uvicorn answering at once, no gateway."""
-    if scope["type"] != "http":
-        return
-    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
-    await send({"type": "http.response.body", "body": b"{}"})
+class _Bare:
+    """The floor of an HTTP round trip here: the same server answering at once, no gateway."""
+
+    max_body_bytes = 1 << 20
+
+    def handle(self, *_: object) -> object:
+        from functions.local.events import HttpResponse
+
+        return HttpResponse(200, [("content-type", "application/json")], b"{}")
+
+    def too_large(self, *_: object) -> object:
+        return self.handle()
 
 
 class _Serve:
-    """An ASGI app on uvicorn in a thread of this process (as the tests' GatewayServer)."""
+    """A gateway on the local gateway's own server, in a thread of this process."""
 
-    def __init__(self, app) -> None:
+    def __init__(self, gateway) -> None:
         import threading
 
-        import uvicorn
+        from functions.local.server import Server
 
-        from support.http import free_port
-
-        self.url = f"http://127.0.0.1:{free_port()}"
-        port = int(self.url.rsplit(":", 1)[1])
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                                    access_log=False, lifespan="off"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.server = Server(gateway, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.server.port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
-        while not self.server.started:
-            time.sleep(0.02)
 
     def stop(self) -> None:
-        self.server.should_exit = True
+        self.server.shutdown()
         self.thread.join(timeout=10)
 
 
 def gateway_latency(table: common.Table, key: str, n: int) -> None:
     """What the gateway adds = HTTP through it - the handler called directly - a bare HTTP round
-    trip (the same client, the same uvicorn, an app that answers at once): the rest is the gateway's."""
+    trip (the same client, the same server, answering at once): the rest is the gateway's."""
     from functions.api.queues import handler
     from functions.local.lambda_context import LocalContext
     from support.events import api_event
@@ -120,7 +120,7 @@ def gateway_latency(table: common.Table, key: str, n: int) -> None:
     path = "/api/v1/queues/lat/metrics"
     direct, http, bare = [], [], []
     gw = GatewayServer().start()
-    floor = _Serve(_bare_app)
+    floor = _Serve(_Bare())
     with client(gw.url, key) as c, client(floor.url, key) as f:
         c.post("/api/v1/queues", json={"name": "lat"})
         for _ in range(200):  # warm every path

@@ -16,11 +16,10 @@ from pathlib import Path
 
 
 def _dev(args: argparse.Namespace) -> int:
-    import uvicorn
-
     from functions.local.gateway import LocalGateway
     from functions.local.runtime import database, dev_key, start_dispatches_in_process, use_database
     from functions.local.scheduler import Scheduler
+    from functions.local.server import Server, serve_workers
     from postbox import db
 
     if not _port_free(args.host, args.port):
@@ -38,8 +37,8 @@ def _dev(args: argparse.Namespace) -> int:
     if args.long_poll_ms:
         os.environ["POSTBOX_LONG_POLL_MS"] = str(args.long_poll_ms)
     os.environ["POSTBOX_REQUEST_LOG"] = "0" if args.quiet else "1"  # read by every gateway worker process
-    # SIGTERM (systemd, `docker stop`) stops Postbox as Ctrl-C does: the cleanup below runs. uvicorn
-    # stops serving on SIGTERM and then re-raises it with the handler it found: this one.
+    # SIGTERM (systemd, `docker stop`) stops Postbox as Ctrl-C does: the cleanup below runs (and
+    # stops the worker processes, if any).
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     server = scheduler = None
     try:
@@ -47,9 +46,10 @@ def _dev(args: argparse.Namespace) -> int:
         applied = use_database(url)
         key = dev_key(state)
         if workers == 1:
-            start_dispatches_in_process()  # else each worker process starts its own (worker_app)
+            start_dispatches_in_process()  # else each worker process starts its own (functions.local.server)
             gateway = LocalGateway(request_log=not args.quiet)
             gateway.preload()
+            http_server = Server(gateway, args.host, args.port)
         scheduler = Scheduler()
         scheduler.start()
         base = f"http://{args.host}:{args.port}"
@@ -61,12 +61,10 @@ def _dev(args: argparse.Namespace) -> int:
         print(f"  requests:  one line each on stderr{' (off: --quiet)' if args.quiet else ' (--quiet silences)'}")
         print(f"  try: curl -s -H 'apikey: {key}' {base}/api/v1/queues", flush=True)
         if workers == 1:
-            uvicorn.run(gateway, host=args.host, port=args.port, log_level="warning", access_log=False,
-                        lifespan="on")
-        else:  # uvicorn's supervisor: it binds the port once and restarts a worker that dies
-            uvicorn.run("functions.local.gateway:worker_app", factory=True, workers=workers, host=args.host,
-                        port=args.port, log_level="warning", access_log=False, lifespan="on")
-    except SystemExit:
+            http_server.serve_forever()
+        else:  # the port bound once, served by worker processes (one that dies is started again)
+            serve_workers(args.host, args.port, workers)
+    except (SystemExit, KeyboardInterrupt):
         pass
     finally:
         if scheduler is not None:

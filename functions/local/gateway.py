@@ -1,8 +1,9 @@
-"""The local gateway: a real HTTP server's ASGI app that behaves like API Gateway's HTTP API.
+"""The local gateway: what API Gateway's HTTP API does with a request, in process.
 
 Each request is matched against the route table, turned into the payload 2.0 event API Gateway
 would send, run past the REQUEST authorizer, handed to the surface's Lambda handler in process
-(on a worker thread: handlers block on the database and on long polls) and turned back into HTTP.
+and turned back into HTTP. `functions.local.server` serves it, calling `handle` on each
+connection's own thread (handlers block on the database and on long polls).
 
 The limits are AWS's, so a user meets them here first: API Gateway takes bodies up to 10 MB and
 Lambda events up to 6 MB (413 beyond either), and a function's answer over 6 MB fails as Lambda
@@ -11,11 +12,9 @@ fails it (500). `/openapi.json` and `/docs` are the gateway's own (see `apidocs`
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from functions.local import apidocs, requestlog
@@ -61,9 +60,10 @@ def _headers_are_latin1(response: HttpResponse) -> bool:
 
 
 class LocalGateway:
-    def __init__(self, max_workers: int = 64, timeout_s: float = 30.0, request_log: bool | None = None) -> None:
+    max_body_bytes = MAX_BODY_BYTES
+
+    def __init__(self, timeout_s: float = 30.0, request_log: bool | None = None) -> None:
         """`request_log`: one line per request on stderr (see `requestlog`); None asks the environment."""
-        self.executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="lambda")
         self.timeout_s = timeout_s
         self.request_log = requestlog.enabled() if request_log is None else request_log
         if self.request_log:
@@ -132,63 +132,8 @@ class LocalGateway:
         response.headers.append(("apigw-requestid", event["requestContext"]["requestId"]))  # as API Gateway does
         return response, tenant_id
 
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    self.executor.shutdown(wait=False, cancel_futures=True)
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
-        if scope["type"] != "http":
-            return
-        chunks, size = [], 0
-        while True:
-            message = await receive()
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size <= MAX_BODY_BYTES:  # beyond, stop keeping it: the answer is 413 whatever the route
-                chunks.append(chunk)
-            if not message.get("more_body"):
-                break
-        if size > MAX_BODY_BYTES:
-            if self.request_log:
-                requestlog.record(scope["method"], scope["path"], TOO_LARGE.status, 0.0, None)
-            await _answer(send, TOO_LARGE)
-            return
-        headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
-        loop = asyncio.get_running_loop()
-        response = await loop.run_in_executor(
-            self.executor,
-            self.handle,
-            scope["method"],
-            scope["path"],
-            scope.get("query_string", b"").decode("latin-1"),
-            headers,
-            b"".join(chunks),
-            (scope.get("client") or ("127.0.0.1", 0))[0],
-        )
-        await _answer(send, response)
-
-
-def worker_app() -> LocalGateway:
-    """The gateway of one `postbox dev` worker process (uvicorn's app factory). Each worker has its
-    own interpreter, GIL and connection pool on the shared database, so requests are served on
-    every core; the database URL and settings come from the environment the supervisor set."""
-    from functions.local.runtime import start_dispatches_in_process
-
-    start_dispatches_in_process()
-    gateway = LocalGateway()
-    gateway.preload()
-    return gateway
-
-
-async def _answer(send: Any, response: HttpResponse) -> None:
-    await send({
-        "type": "http.response.start",
-        "status": response.status,
-        "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers],
-    })
-    await send({"type": "http.response.body", "body": response.body})
+    def too_large(self, method: str, path: str) -> HttpResponse:
+        """The answer to a body over MAX_BODY_BYTES, which the server stopped reading into memory."""
+        if self.request_log:
+            requestlog.record(method, path, TOO_LARGE.status, 0.0, None)
+        return TOO_LARGE

@@ -31,9 +31,9 @@ REFERENCE_PASSES = 326  # the Node reference server's count on this machine (of 
 pytestmark = pytest.mark.conformance
 
 _SERVE = """
-import uvicorn
 from functions.local.gateway import LocalGateway
-uvicorn.run(LocalGateway(), host="127.0.0.1", port={port}, log_level="warning", access_log=False, lifespan="on")
+from functions.local.server import Server
+Server(LocalGateway(), "127.0.0.1", {port}).serve_forever()
 """
 
 

@@ -47,7 +47,7 @@ def _start(database_url: str, state: Path, workers: int) -> tuple[subprocess.Pop
 
 
 def _workers(proc: subprocess.Popen) -> list[psutil.Process]:
-    return [c for c in psutil.Process(proc.pid).children() if "spawn_main" in " ".join(c.cmdline())]
+    return [c for c in psutil.Process(proc.pid).children() if "functions.local.server" in " ".join(c.cmdline())]
 
 
 def test_workers_share_the_database_and_store_every_message_once(database_url, tmp_path):

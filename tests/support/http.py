@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import socket
 import threading
-import time
 
 import httpx
-import uvicorn
 
 from functions.local.gateway import LocalGateway
+from functions.local.server import Server
 
 
 def free_port() -> int:
@@ -19,14 +18,12 @@ def free_port() -> int:
 
 
 class GatewayServer:
-    """uvicorn serving the local gateway in a background thread."""
+    """The local gateway's server (as `postbox dev` runs it) in a background thread."""
 
     def __init__(self, **gateway: object) -> None:
-        self.port = free_port()
-        config = uvicorn.Config(LocalGateway(**gateway), host="127.0.0.1", port=self.port, log_level="warning",
-                                access_log=False, lifespan="on")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.server = Server(LocalGateway(**gateway), "127.0.0.1", 0)
+        self.port = self.server.port
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
     @property
     def url(self) -> str:
@@ -34,15 +31,10 @@ class GatewayServer:
 
     def start(self) -> GatewayServer:
         self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            if time.monotonic() > deadline:
-                raise RuntimeError("local gateway did not start")
-            time.sleep(0.02)
         return self
 
     def stop(self) -> None:
-        self.server.should_exit = True
+        self.server.shutdown()
         self.thread.join(timeout=10)
 
 

@@ -1,0 +1,289 @@
+"""The local gateway's HTTP server: a thread per connection, which parses its own requests
+(httptools, the C parser uvicorn uses) and calls the gateway itself.
+
+uvicorn ran each request through an event loop and handed it to a worker thread and back: about
+0.2 ms of CPU per request before any work, and two thread handoffs, each a wait for the GIL and a
+core. Here a request costs about half that CPU and no handoff; a long poll holds only its own
+connection's thread.
+
+What a client meets is plain HTTP/1.1: keep-alive (a connection idle for KEEP_ALIVE_S is closed),
+chunked request bodies, `Expect: 100-continue`, HEAD (the headers only), pipelined requests
+answered in order, a body over the gateway's limit answered 413 (with `Expect`, before the body is
+sent, and the connection closed), and a request that is not HTTP answered 400 and closed.
+
+`postbox dev --workers N` binds the port once and runs N worker processes on it (`serve_workers`);
+each accepts its own connections, and one that dies is started again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from email.utils import formatdate
+from typing import Protocol
+from urllib.parse import unquote
+
+import httptools
+
+from functions.local.events import HttpResponse
+
+KEEP_ALIVE_S = 5.0
+"""How long a connection may sit idle between requests."""
+READ_TIMEOUT_S = 60.0
+"""How long a request that has begun may take to arrive in full."""
+_BAD_REQUEST = HttpResponse(400, [("content-type", "application/json")], b'{"message":"Bad Request"}')
+_NO_BODY = {204, 304}
+_HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
+_REASONS = {s.value: s.phrase for s in http.HTTPStatus}
+
+
+class Gateway(Protocol):
+    """What the server serves: `LocalGateway`, or anything answering the same two calls."""
+
+    max_body_bytes: int
+
+    def handle(self, method: str, path: str, query: str, headers: list[tuple[str, str]], body: bytes,
+               source_ip: str = "127.0.0.1") -> HttpResponse: ...
+
+    def too_large(self, method: str, path: str) -> HttpResponse: ...
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port (port 0: any free one)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    return sock
+
+
+class Server:
+    """Serves `gateway` on a listening socket until `shutdown()` (or the process ends)."""
+
+    def __init__(self, gateway: Gateway, host: str = "127.0.0.1", port: int = 0, *,
+                 sock: socket.socket | None = None) -> None:
+        self.gateway = gateway
+        self.sock = sock if sock is not None else bind(host, port)
+        self._closing = threading.Event()
+        self._date = (0, "")
+
+    @property
+    def port(self) -> int:
+        return self.sock.getsockname()[1]
+
+    def serve_forever(self) -> None:
+        while not self._closing.is_set():
+            try:
+                conn, address = self.sock.accept()
+            except OSError:
+                if self._closing.is_set():
+                    return
+                time.sleep(0.05)  # out of descriptors, or a connection reset before it was taken
+                continue
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threading.Thread(target=_Connection(self, conn, address[0]).run, name="http", daemon=True).start()
+
+    def shutdown(self) -> None:
+        """Stop accepting (the connections being served finish on their own threads)."""
+        self._closing.set()
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accept() in serve_forever
+        self.sock.close()
+
+    def date(self) -> str:
+        """The Date header, formatted once a second."""
+        now = int(time.time())
+        if self._date[0] != now:
+            self._date = (now, formatdate(now, usegmt=True))
+        return self._date[1]
+
+
+class _Request:
+    __slots__ = ("url", "headers", "body", "size", "method", "keep_alive", "too_large", "refuse_now")
+
+    def __init__(self) -> None:
+        self.url = b""
+        self.headers: list[tuple[str, str]] = []
+        self.body: list[bytes] = []
+        self.size = 0
+        self.method = "GET"
+        self.keep_alive = True
+        self.too_large = self.refuse_now = False
+
+
+class _Connection:
+    """One client connection: its requests parsed as their bytes arrive, answered in order."""
+
+    def __init__(self, server: Server, sock: socket.socket, ip: str) -> None:
+        self.server, self.sock, self.ip = server, sock, ip
+        self.limit = server.gateway.max_body_bytes
+        self.parser = httptools.HttpRequestParser(self)
+        self.current: _Request | None = None
+        self.complete: list[_Request] = []
+
+    # ---- the parser's callbacks ----
+
+    def on_message_begin(self) -> None:
+        self.current = _Request()
+
+    def on_url(self, url: bytes) -> None:
+        self.current.url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.current.headers.append((name.decode("latin-1").lower(), value.decode("latin-1")))
+
+    def on_headers_complete(self) -> None:
+        request = self.current
+        request.method = self.parser.get_method().decode("ascii", "replace")
+        request.keep_alive = self.parser.should_keep_alive()
+        found = dict(request.headers)
+        length = found.get("content-length", "")
+        request.too_large = length.isdigit() and int(length) > self.limit
+        if found.get("expect", "").lower() == "100-continue":
+            if request.too_large:
+                request.refuse_now = True  # answered before the client sends the body
+            else:
+                self.sock.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    def on_body(self, body: bytes) -> None:
+        request = self.current
+        request.size += len(body)
+        if request.size > self.limit:
+            request.too_large, request.body = True, []  # read to its end, kept no further
+        elif not request.too_large:
+            request.body.append(body)
+
+    def on_message_complete(self) -> None:
+        self.complete.append(self.current)
+        self.current = None
+
+    # ---- the connection ----
+
+    def run(self) -> None:
+        try:
+            self._serve()
+        except OSError:
+            pass  # the client went away
+        finally:
+            self.sock.close()
+
+    def _serve(self) -> None:
+        self.sock.settimeout(KEEP_ALIVE_S)
+        while True:
+            try:
+                data = self.sock.recv(65536)
+            except TimeoutError:
+                return
+            if not data:
+                return
+            try:
+                self.parser.feed_data(data)
+            except httptools.HttpParserError:  # the upgrade error included: no protocol but HTTP/1.1 here
+                self._send(_BAD_REQUEST, head=False, keep_alive=False)
+                return
+            if self.current is not None and self.current.refuse_now:
+                self._send(self.server.gateway.too_large(self.current.method, self._path(self.current)[0]),
+                           head=False, keep_alive=False)
+                return
+            while self.complete:
+                if not self._answer(self.complete.pop(0)):
+                    return
+            self.sock.settimeout(READ_TIMEOUT_S if self.current is not None else KEEP_ALIVE_S)
+
+    @staticmethod
+    def _path(request: _Request) -> tuple[str, str]:
+        """(path, query) as API Gateway passes them: the path percent-decoded, the query as sent."""
+        url = httptools.parse_url(request.url)
+        raw = url.path.decode("ascii")
+        return (unquote(raw) if "%" in raw else raw), (url.query or b"").decode("latin-1")
+
+    def _answer(self, request: _Request) -> bool:
+        """Serve one request; whether the connection stays open."""
+        try:
+            path, query = self._path(request)
+        except (httptools.HttpParserInvalidURLError, UnicodeDecodeError):
+            self._send(_BAD_REQUEST, head=False, keep_alive=False)
+            return False
+        gateway = self.server.gateway
+        if request.too_large:
+            response = gateway.too_large(request.method, path)
+        else:
+            response = gateway.handle(request.method, path, query, request.headers, b"".join(request.body), self.ip)
+        self._send(response, head=request.method == "HEAD", keep_alive=request.keep_alive)
+        return request.keep_alive
+
+    def _send(self, response: HttpResponse, *, head: bool, keep_alive: bool) -> None:
+        status = response.status
+        lines = [f"HTTP/1.1 {status} {_REASONS.get(status, '')}"]
+        lines.extend(f"{k}: {v}" for k, v in response.headers if k.lower() not in _HOP_BY_HOP)
+        body = b"" if status in _NO_BODY or 100 <= status < 200 else response.body
+        if status not in _NO_BODY:
+            lines.append(f"content-length: {len(body)}")
+        lines.append(f"date: {self.server.date()}")
+        if not keep_alive:
+            lines.append("connection: close")
+        head_bytes = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        self.sock.sendall(head_bytes if head or not body else head_bytes + body)
+
+
+# ---- several worker processes on one port ----------------------------------------------------------
+
+
+def serve_workers(host: str, port: int, workers: int) -> None:
+    """Bind host:port once and serve it from `workers` processes (`python -m functions.local.server`),
+    each with its own interpreter, gateway and connection pool; a worker that dies is started again.
+    Returns when this process is asked to stop (SystemExit, KeyboardInterrupt), its workers stopped."""
+    sock = bind(host, port)
+    sock.set_inheritable(True)
+    command = [sys.executable, "-m", "functions.local.server", str(sock.fileno()), str(os.getpid())]
+
+    def start() -> subprocess.Popen:
+        return subprocess.Popen(command, pass_fds=(sock.fileno(),))
+
+    procs = [start() for _ in range(workers)]
+    try:
+        while True:
+            time.sleep(0.5)
+            procs = [p if p.poll() is None else start() for p in procs]
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        sock.close()
+
+
+def _worker(fd: int, parent: int) -> None:
+    """One worker process: the gateway, loaded before it serves, on the socket its parent bound. It
+    stops on SIGTERM, and when its parent is gone."""
+    from functions.local.gateway import LocalGateway
+    from functions.local.runtime import start_dispatches_in_process
+
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent stops us
+
+    def orphaned() -> None:
+        while os.getppid() == parent:
+            time.sleep(1)
+        os._exit(0)
+
+    threading.Thread(target=orphaned, name="parent-watch", daemon=True).start()
+    start_dispatches_in_process()
+    gateway = LocalGateway()
+    gateway.preload()
+    Server(gateway, sock=socket.socket(fileno=fd)).serve_forever()
+
+
+if __name__ == "__main__":
+    _worker(int(sys.argv[1]), int(sys.argv[2]))
