@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import http
+import logging
 import os
 import signal
 import socket
@@ -39,9 +40,12 @@ KEEP_ALIVE_S = 5.0
 READ_TIMEOUT_S = 60.0
 """How long a request that has begun may take to arrive in full."""
 _BAD_REQUEST = HttpResponse(400, [("content-type", "application/json")], b'{"message":"Bad Request"}')
+_FAILED = HttpResponse(500, [("content-type", "application/json")], b'{"message":"Internal Server Error"}')
 _NO_BODY = {204, 304}
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
 _REASONS = {s.value: s.phrase for s in http.HTTPStatus}
+
+logger = logging.getLogger("postbox.gateway")
 
 
 class Gateway(Protocol):
@@ -186,7 +190,17 @@ class _Connection:
                 return
             try:
                 self.parser.feed_data(data)
-            except httptools.HttpParserError:  # the upgrade error included: no protocol but HTTP/1.1 here
+            except httptools.HttpParserUpgrade:
+                # A request asking to switch protocols (h2c, websocket): answered in HTTP/1.1, the
+                # only protocol here, as a server that ignores the offer does; then the connection
+                # closes (what follows the request on it is in the other protocol).
+                for request in self.complete:
+                    request.keep_alive = False
+                    self._answer(request)
+                if not self.complete:
+                    self._send(_BAD_REQUEST, head=False, keep_alive=False)
+                return
+            except httptools.HttpParserError:
                 self._send(_BAD_REQUEST, head=False, keep_alive=False)
                 return
             if self.current is not None and self.current.refuse_now:
@@ -213,10 +227,15 @@ class _Connection:
             self._send(_BAD_REQUEST, head=False, keep_alive=False)
             return False
         gateway = self.server.gateway
-        if request.too_large:
-            response = gateway.too_large(request.method, path)
-        else:
-            response = gateway.handle(request.method, path, query, request.headers, b"".join(request.body), self.ip)
+        try:
+            if request.too_large:
+                response = gateway.too_large(request.method, path)
+            else:
+                response = gateway.handle(request.method, path, query, request.headers, b"".join(request.body),
+                                          self.ip)
+        except Exception:  # the gateway's own fault (a function's is its 500 already): still an answer
+            logger.exception("%s %s failed in the local gateway", request.method, path)
+            response = _FAILED
         self._send(response, head=request.method == "HEAD", keep_alive=request.keep_alive)
         return request.keep_alive
 

@@ -1,0 +1,201 @@
+"""The local gateway's HTTP server, spoken to over raw sockets: keep-alive and pipelining, chunked
+bodies, `Expect: 100-continue`, HEAD, the body limit and requests that are not HTTP."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+
+import pytest
+
+from functions.local.events import HttpResponse
+from functions.local.server import Server
+
+
+class Echo:
+    """A gateway that answers what it was asked (and counts its 413s)."""
+
+    max_body_bytes = 1000
+
+    def __init__(self) -> None:
+        self.refused: list[tuple[str, str]] = []
+
+    def handle(self, method, path, query, headers, body, source_ip="127.0.0.1") -> HttpResponse:
+        answer = {"method": method, "path": path, "query": query, "body": body.decode(), "ip": source_ip,
+                  "headers": dict(headers)}
+        if path == "/broken":
+            raise RuntimeError("a bug in the gateway")
+        status = 204 if path == "/empty" else 200
+        return HttpResponse(status, [("content-type", "application/json"), ("x-echo", "1")],
+                            b"" if status == 204 else json.dumps(answer).encode())
+
+    def too_large(self, method, path) -> HttpResponse:
+        self.refused.append((method, path))
+        return HttpResponse(413, [("content-type", "application/json")], b'{"message":"Request Entity Too Large"}')
+
+
+@pytest.fixture
+def served():
+    gateway = Echo()
+    server = Server(gateway, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server, gateway
+    server.shutdown()
+    thread.join(timeout=5)
+    assert not thread.is_alive()
+
+
+def _connect(server: Server) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+    return sock
+
+
+def _read_response(sock: socket.socket, buffer: bytearray, head: bool = False) -> tuple[int, dict, bytes]:
+    """One response off the connection (what is left after it stays in `buffer`)."""
+    while b"\r\n\r\n" not in buffer:
+        chunk = sock.recv(65536)
+        assert chunk, f"connection closed mid-response: {bytes(buffer)!r}"
+        buffer.extend(chunk)
+    head_end = buffer.index(b"\r\n\r\n")
+    lines = bytes(buffer[:head_end]).decode("latin-1").split("\r\n")
+    del buffer[:head_end + 4]
+    status = int(lines[0].split()[1])
+    headers = {k.lower(): v.strip() for k, v in (line.split(":", 1) for line in lines[1:])}
+    length = 0 if head or status in (100, 204) else int(headers.get("content-length", 0))
+    while len(buffer) < length:
+        chunk = sock.recv(65536)
+        assert chunk
+        buffer.extend(chunk)
+    body = bytes(buffer[:length])
+    del buffer[:length]
+    return status, headers, body
+
+
+def test_keep_alive_and_pipelined_requests_are_answered_in_order(served):
+    server, _ = served
+    with _connect(server) as sock:
+        sock.sendall(b"GET /a?x=1&y=%20 HTTP/1.1\r\nHost: t\r\n\r\n"
+                     b"POST /b%2Fc HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nApiKey: K\r\n\r\nhello")
+        buffer = bytearray()
+        first = _read_response(sock, buffer)
+        second = _read_response(sock, buffer)
+        assert first[0] == 200 and json.loads(first[2])["path"] == "/a" and json.loads(first[2])["query"] == "x=1&y=%20"
+        answer = json.loads(second[2])
+        assert (answer["method"], answer["path"], answer["body"]) == ("POST", "/b/c", "hello")
+        assert answer["headers"]["apikey"] == "K" and answer["ip"] == "127.0.0.1"  # header names lowercased
+        assert second[1]["content-length"] == str(len(second[2])) and "date" in second[1]
+        sock.sendall(b"GET /again HTTP/1.1\r\nHost: t\r\n\r\n")  # the same connection, still open
+        assert json.loads(_read_response(sock, buffer)[2])["path"] == "/again"
+
+
+def test_a_chunked_body_arrives_whole(served):
+    server, _ = served
+    with _connect(server) as sock:
+        sock.sendall(b"POST /c HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     b"3\r\nabc\r\n4\r\ndefg\r\n0\r\n\r\n")
+        status, _, body = _read_response(sock, bytearray())
+        assert status == 200 and json.loads(body)["body"] == "abcdefg"
+
+
+def test_expect_100_continue_is_answered_before_the_body(served):
+    server, _ = served
+    with _connect(server) as sock:
+        sock.sendall(b"POST /e HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\nExpect: 100-continue\r\n\r\n")
+        buffer = bytearray()
+        assert _read_response(sock, buffer)[0] == 100
+        sock.sendall(b"ok")
+        status, _, body = _read_response(sock, buffer)
+        assert status == 200 and json.loads(body)["body"] == "ok"
+
+
+def test_a_body_over_the_limit_is_413_without_being_kept(served):
+    server, gateway = served
+    with _connect(server) as sock:  # announced with Expect: refused at once, and the connection closed
+        sock.sendall(b"POST /big HTTP/1.1\r\nHost: t\r\nContent-Length: 5000\r\nExpect: 100-continue\r\n\r\n")
+        buffer = bytearray()
+        status, headers, _ = _read_response(sock, buffer)
+        assert status == 413 and headers["connection"] == "close"
+        assert sock.recv(10) == b""
+    with _connect(server) as sock:  # sent in chunks past the limit: read to its end, then refused
+        chunk = b"x" * 600
+        sock.sendall(b"POST /big2 HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+                     + (b"258\r\n" + chunk + b"\r\n") * 3 + b"0\r\n\r\n")
+        assert _read_response(sock, bytearray())[0] == 413
+    assert gateway.refused == [("POST", "/big"), ("POST", "/big2")]
+
+
+def test_head_has_the_headers_only_and_204_no_length(served):
+    server, _ = served
+    with _connect(server) as sock:
+        buffer = bytearray()
+        sock.sendall(b"HEAD /h HTTP/1.1\r\nHost: t\r\n\r\nGET /empty HTTP/1.1\r\nHost: t\r\n\r\n")
+        status, headers, body = _read_response(sock, buffer, head=True)
+        assert status == 200 and int(headers["content-length"]) > 0 and body == b""
+        status, headers, body = _read_response(sock, buffer)
+        assert status == 204 and "content-length" not in headers and body == b""
+        sock.sendall(b"GET /after HTTP/1.1\r\nHost: t\r\n\r\n")  # framing intact after both
+        assert json.loads(_read_response(sock, buffer)[2])["path"] == "/after"
+
+
+@pytest.mark.parametrize("garbage", [b"NOT HTTP AT ALL\r\n\r\n", b"GET /x HTTP/1.1\r\nBad Header\r\n\r\n",
+                                     b"GET /\xff HTTP/1.1\r\nHost: t\r\n\r\n"])
+def test_what_is_not_http_is_400_and_closed(served, garbage):
+    server, _ = served
+    with _connect(server) as sock:
+        sock.sendall(garbage)
+        status, headers, _ = _read_response(sock, bytearray())
+        assert status == 400 and headers["connection"] == "close"
+        assert sock.recv(10) == b""
+
+
+def test_an_upgrade_offer_is_answered_in_http_1_1_and_closed(served):
+    """curl --http2 on an http:// URL offers h2c: the answer is plain HTTP/1.1, as from a server that
+    does not take the offer."""
+    server, _ = served
+    with _connect(server) as sock:
+        sock.sendall(b"GET /u HTTP/1.1\r\nHost: t\r\nUpgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+                     b"HTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n")
+        status, headers, body = _read_response(sock, bytearray())
+        assert status == 200 and json.loads(body)["path"] == "/u" and headers["connection"] == "close"
+        assert sock.recv(10) == b""
+
+
+def test_a_fault_in_the_gateway_is_a_500_and_the_connection_goes_on(served, caplog):
+    server, _ = served
+    with _connect(server) as sock:
+        buffer = bytearray()
+        sock.sendall(b"GET /broken HTTP/1.1\r\nHost: t\r\n\r\nGET /fine HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert _read_response(sock, buffer)[0] == 500
+        assert json.loads(_read_response(sock, buffer)[2])["path"] == "/fine"
+    assert "failed in the local gateway" in caplog.text
+
+
+def test_http_1_0_closes_after_its_answer(served):
+    server, _ = served
+    with _connect(server) as sock:
+        sock.sendall(b"GET /old HTTP/1.0\r\n\r\n")
+        status, headers, _ = _read_response(sock, bytearray())
+        assert status == 200 and headers["connection"] == "close"
+        assert sock.recv(10) == b""
+
+
+def test_connections_are_served_at_once_each_on_its_own_thread(served):
+    """A request that waits (a long poll) holds only its own connection."""
+    server, gateway = served
+    release = threading.Event()
+    plain = gateway.handle
+
+    def slow(method, path, *args):
+        if path == "/wait":
+            release.wait(5)
+        return plain(method, path, *args)
+
+    gateway.handle = slow
+    with _connect(server) as waiting, _connect(server) as other:
+        waiting.sendall(b"GET /wait HTTP/1.1\r\nHost: t\r\n\r\n")
+        other.sendall(b"GET /now HTTP/1.1\r\nHost: t\r\n\r\n")
+        assert json.loads(_read_response(other, bytearray())[2])["path"] == "/now"
+        release.set()
+        assert json.loads(_read_response(waiting, bytearray())[2])["path"] == "/wait"
