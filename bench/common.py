@@ -225,6 +225,7 @@ class DevServer:
         self.database_url, self.workers, self.env = database_url, workers or default_workers(), env
         self.proc: subprocess.Popen | None = None
         self.state = Path(tempfile.mkdtemp(prefix="postbox-bench-dev-"))
+        self.log = self.state / "stderr.log"  # what went wrong, when something did (see `errors`)
 
     def start(self) -> DevServer:
         with socket.socket() as probe:
@@ -237,7 +238,7 @@ class DevServer:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "functions.local.cli", "dev", "--port", str(self.port), "--state-dir",
              str(self.state), "--workers", str(self.workers), "--quiet"],  # no request log: it costs per request
-            cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=self.log.open("wb"))
         deadline = time.monotonic() + 120
         while True:
             try:
@@ -259,6 +260,10 @@ class DevServer:
         them over the worker processes, so each worker has served the workload's routes (built their
         request models, opened its connections) before the clock starts, as a warm server has."""
         run_clients(connections, make_client, work)
+
+    def errors(self) -> str:
+        """The end of what `postbox dev` wrote on stderr (its errors: the request log is off)."""
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

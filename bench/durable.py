@@ -53,8 +53,8 @@ if (job.mode === "append") {
       if (i >= job.total) return
       const r = await fetch(`${job.base}/v1/stream/${job.streams[i % job.streams.length]}`, {
         method: "POST", headers: { ...job.headers, "content-type": "application/json" }, body: pad(i) })
-      await r.arrayBuffer()
-      if (r.status !== 200 && r.status !== 204) throw new Error(`append answered ${r.status}`)
+      const answer = await r.text()
+      if (r.status !== 200 && r.status !== 204) throw new Error(`append answered ${r.status}: ${answer}`)
       count++
     }
   }
@@ -243,6 +243,9 @@ def main() -> None:
             for t in targets:  # the last run's: the clients' share includes the load generator's start
                 unit = "append" if label.startswith("appends") else "message read"
                 print(f"   {t.name}: {cpu[t.name].per_call(count).replace('per call', 'per ' + unit)}")
+    except Exception:
+        print(f"postbox dev's stderr, the end:\n{pb.errors()}", file=sys.stderr)
+        raise
     finally:
         pb.stop()
         ref.terminate()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 
-from functions.local.invoke import invoke
+from functions.local.invoke import entry_point, invoke
 from functions.schedules import AGENTS, Agent
 
 log = logging.getLogger("postbox.scheduler")
@@ -32,6 +32,11 @@ class Scheduler:
                 log.exception("agent %s failed", agent.name)
 
     def start(self) -> None:
+        # Each agent's handler imported here, one after the other, before any thread runs one: agent
+        # threads importing the same modules at once could meet in an import cycle and deadlock
+        # (Python raises _DeadlockError in one of them).
+        for agent in self.agents:
+            entry_point(agent.handler)
         for agent in self.agents:
             t = threading.Thread(target=self._loop, args=(agent,), name=f"agent-{agent.name}", daemon=True)
             t.start()
