@@ -165,8 +165,8 @@ class CpuMeter:
     def __exit__(self, *_: Any) -> None:
         self.used = {k: v - self.started[k] for k, v in self._now().items()}
 
-    def per_call(self, calls: int) -> str:
-        return "CPU per call: " + ", ".join(f"{k} {v / calls * 1000:.2f} ms" for k, v in self.used.items())
+    def per_call(self, calls: int, what: str = "call") -> str:
+        return f"CPU per {what}: " + ", ".join(f"{k} {v / calls * 1000:.2f} ms" for k, v in self.used.items())
 
 
 class Table:

@@ -242,7 +242,7 @@ def main() -> None:
                                                   for t in targets))
             for t in targets:  # the last run's: the clients' share includes the load generator's start
                 unit = "append" if label.startswith("appends") else "message read"
-                print(f"   {t.name}: {cpu[t.name].per_call(count).replace('per call', 'per ' + unit)}")
+                print(f"   {t.name}: {cpu[t.name].per_call(count, unit)}")
     except Exception:
         print(f"postbox dev's stderr, the end:\n{pb.errors()}", file=sys.stderr)
         raise

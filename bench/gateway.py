@@ -81,31 +81,16 @@ class _Bare:
 
     max_body_bytes = 1 << 20
 
-    def handle(self, *_: object) -> object:
+    def __init__(self) -> None:
         from functions.local.events import HttpResponse
 
-        return HttpResponse(200, [("content-type", "application/json")], b"{}")
+        self.answer = HttpResponse(200, [("content-type", "application/json")], b"{}")
+
+    def handle(self, *_: object) -> object:
+        return self.answer
 
     def too_large(self, *_: object) -> object:
-        return self.handle()
-
-
-class _Serve:
-    """A gateway on the local gateway's own server, in a thread of this process."""
-
-    def __init__(self, gateway) -> None:
-        import threading
-
-        from functions.local.server import Server
-
-        self.server = Server(gateway, "127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{self.server.port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.thread.join(timeout=10)
+        return self.answer
 
 
 def gateway_latency(table: common.Table, key: str, n: int) -> None:
@@ -120,7 +105,7 @@ def gateway_latency(table: common.Table, key: str, n: int) -> None:
     path = "/api/v1/queues/lat/metrics"
     direct, http, bare = [], [], []
     gw = GatewayServer().start()
-    floor = _Serve(_Bare())
+    floor = GatewayServer(_Bare()).start()
     with client(gw.url, key) as c, client(floor.url, key) as f:
         c.post("/api/v1/queues", json={"name": "lat"})
         for _ in range(200):  # warm every path

@@ -16,8 +16,8 @@ from pathlib import Path
 
 
 def _dev(args: argparse.Namespace) -> int:
-    from functions.local.gateway import LocalGateway
-    from functions.local.runtime import database, dev_key, start_dispatches_in_process, use_database
+    from functions.local.gateway import serving_gateway
+    from functions.local.runtime import database, dev_key, use_database
     from functions.local.scheduler import Scheduler
     from functions.local.server import Server, serve_workers
     from postbox import db
@@ -45,11 +45,8 @@ def _dev(args: argparse.Namespace) -> int:
         url, server = database(state)
         applied = use_database(url)
         key = dev_key(state)
-        if workers == 1:
-            start_dispatches_in_process()  # else each worker process starts its own (functions.local.server)
-            gateway = LocalGateway(request_log=not args.quiet)
-            gateway.preload()
-            http_server = Server(gateway, args.host, args.port)
+        if workers == 1:  # else each worker process builds its own (functions.local.server)
+            http_server = Server(serving_gateway(request_log=not args.quiet), args.host, args.port)
         scheduler = Scheduler()
         scheduler.start()
         base = f"http://{args.host}:{args.port}"

@@ -123,6 +123,11 @@ class HttpResponse:
         return json.loads(self.body)
 
 
+def json_message(status: int, text: str) -> HttpResponse:
+    """An answer of API Gateway's own, `{"message": text}` (404, 413, 500, ...)."""
+    return HttpResponse(status, [("content-type", "application/json")], json.dumps({"message": text}).encode())
+
+
 def read_response(result: Any) -> HttpResponse:
     """Turn a Lambda result into an HTTP answer as API Gateway does (payload 2.0 rules)."""
     if not isinstance(result, dict) or "statusCode" not in result:

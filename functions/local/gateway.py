@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from functions.local import apidocs, requestlog
-from functions.local.events import HttpResponse, authorizer_event, http_event, read_response
+from functions.local.events import HttpResponse, authorizer_event, http_event, json_message, read_response
 from functions.local.invoke import entry_point, invoke
 from functions.routes import FUNCTIONS, match
 from postbox.inputs import MAX_REQUEST_BYTES
@@ -32,13 +32,9 @@ MAX_EVENT_BYTES = MAX_REQUEST_BYTES
 logger = logging.getLogger("postbox.gateway")
 
 
-def _message(status: int, text: str) -> HttpResponse:
-    return HttpResponse(status, [("content-type", "application/json")], json.dumps({"message": text}).encode())
-
-
-_NOT_FOUND = _message(404, "Not Found")
-TOO_LARGE = _message(413, "Request Entity Too Large")
-_FAILED = _message(500, "Internal Server Error")
+_NOT_FOUND = json_message(404, "Not Found")
+TOO_LARGE = json_message(413, "Request Entity Too Large")
+_FAILED = json_message(500, "Internal Server Error")
 
 
 def _size(payload: Any) -> int:
@@ -137,3 +133,14 @@ class LocalGateway:
         if self.request_log:
             requestlog.record(method, path, TOO_LARGE.status, 0.0, None)
         return TOO_LARGE
+
+
+def serving_gateway(request_log: bool | None = None) -> LocalGateway:
+    """The gateway of a `postbox dev` process that serves (the only one, or each worker): its
+    consumer dispatches started in process, everything loaded before the first request."""
+    from functions.local.runtime import start_dispatches_in_process
+
+    start_dispatches_in_process()
+    gateway = LocalGateway(request_log=request_log)
+    gateway.preload()
+    return gateway

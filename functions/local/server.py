@@ -33,14 +33,14 @@ from urllib.parse import unquote
 
 import httptools
 
-from functions.local.events import HttpResponse
+from functions.local.events import HttpResponse, json_message
 
 KEEP_ALIVE_S = 5.0
 """How long a connection may sit idle between requests."""
 READ_TIMEOUT_S = 60.0
 """How long a request that has begun may take to arrive in full."""
-_BAD_REQUEST = HttpResponse(400, [("content-type", "application/json")], b'{"message":"Bad Request"}')
-_FAILED = HttpResponse(500, [("content-type", "application/json")], b'{"message":"Internal Server Error"}')
+_BAD_REQUEST = json_message(400, "Bad Request")
+_FAILED = json_message(500, "Internal Server Error")
 _NO_BODY = {204, 304}
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
 _REASONS = {s.value: s.phrase for s in http.HTTPStatus}
@@ -286,8 +286,7 @@ def serve_workers(host: str, port: int, workers: int) -> None:
 def _worker(fd: int, parent: int) -> None:
     """One worker process: the gateway, loaded before it serves, on the socket its parent bound. It
     stops on SIGTERM, and when its parent is gone."""
-    from functions.local.gateway import LocalGateway
-    from functions.local.runtime import start_dispatches_in_process
+    from functions.local.gateway import serving_gateway
 
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent stops us
@@ -298,10 +297,7 @@ def _worker(fd: int, parent: int) -> None:
         os._exit(0)
 
     threading.Thread(target=orphaned, name="parent-watch", daemon=True).start()
-    start_dispatches_in_process()
-    gateway = LocalGateway()
-    gateway.preload()
-    Server(gateway, sock=socket.socket(fileno=fd)).serve_forever()
+    Server(serving_gateway(), sock=socket.socket(fileno=fd)).serve_forever()
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import threading
 import httpx
 
 from functions.local.gateway import LocalGateway
-from functions.local.server import Server
+from functions.local.server import Gateway, Server
 
 
 def free_port() -> int:
@@ -20,8 +20,9 @@ def free_port() -> int:
 class GatewayServer:
     """The local gateway's server (as `postbox dev` runs it) in a background thread."""
 
-    def __init__(self, **gateway: object) -> None:
-        self.server = Server(LocalGateway(**gateway), "127.0.0.1", 0)
+    def __init__(self, gateway: Gateway | None = None, **options: object) -> None:
+        """Serves `gateway`, or a LocalGateway built with `options`."""
+        self.server = Server(gateway if gateway is not None else LocalGateway(**options), "127.0.0.1", 0)
         self.port = self.server.port
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
 
