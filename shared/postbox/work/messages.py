@@ -79,16 +79,14 @@ def finish(principal: Principal, scope_id: str, message_id: str, action: str, it
 
 def finish_batch(principal: Principal, scope_id: str, action: str, items: list[dict[str, Any]]) -> list[dict]:
     """The batch extension: one call for many claimed messages, in one transaction. Each item answers
-    {id, ok, state} or {id, ok: false, error: {code, message}}; one refused item spoils none of the others."""
+    {id, ok, state} or {id, ok: false, error: {code, message}}; one refused item spoils none of the others.
+    A completion whose response does not fit its message's HITL spec answers VALIDATION_ERROR, with the
+    spec's errors as details, and leaves that message claimed."""
     tenant_id = require(principal, ACTIONS[action])
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     ids = [_uuid_or_none(item.get("id")) for item in items]
     gate = guard(principal, tenant_id, scope_id, ACTIONS[action], messages=[str(i) for i in ids if i])
     with db.connection() as conn, db.domain_errors():
-        if action == "complete":  # responses checked against the messages' HITL specs
-            return conn.execute(f"SELECT work_complete_batch_checked(%s, %s, %s::jsonb, %s::uuid[], %s, %s)"
-                                f" FROM {ENTER} _",
-                                (tenant_id, scope_id, as_json(items), ids, *principal.actor, gate)).fetchone()[0]
         return conn.execute(f"SELECT work_finish_batch(%s, %s, %s, %s::jsonb, %s::uuid[], %s, %s) FROM {ENTER} _",
                             (tenant_id, scope_id, action, as_json(items), ids, *principal.actor, gate)).fetchone()[0]
 
