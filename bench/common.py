@@ -163,6 +163,9 @@ class CpuMeter:
         return self
 
     def __exit__(self, *_: Any) -> None:
+        # A backend whose client just closed its connection is still exiting: until the server has
+        # reaped it, its CPU is in neither the living processes nor the children's totals.
+        time.sleep(0.3)
         self.used = {k: v - self.started[k] for k, v in self._now().items()}
 
     def per_call(self, calls: int, what: str = "call") -> str:

@@ -139,8 +139,13 @@ def _admin(args: argparse.Namespace) -> int:
     except errors.PostboxError as e:
         print(f"postbox admin: {e.message}", file=sys.stderr)
         return 1
-    print(json.dumps(out, indent=2, default=str))
+    print(json.dumps(out, indent=2, default=_plain))
     return 0
+
+
+def _plain(value: object) -> str:
+    """A value JSON has no form for: times in ISO 8601 as the APIs write them, the rest as text."""
+    return value.isoformat() if isinstance(value, datetime) else str(value)
 
 
 # The flows verbs were first named `streams-*`; the old names still work, with a notice.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import datetime
 
 from functions.local.cli import main
 from postbox import tenancy
@@ -26,6 +27,7 @@ def test_tenant_and_key_lifecycle(database_url, capsys):
     code, out, _ = _run(capsys, "admin", "key-list", name)
     listed = json.loads(out)
     assert [k["key_id"] for k in listed] == [issued["key_id"]] and listed[0]["project"] == "web"
+    assert datetime.fromisoformat(listed[0]["created_at"]).tzinfo is not None and "T" in listed[0]["created_at"]
     assert issued["key"] not in out
     code, _, _ = _run(capsys, "admin", "key-revoke", issued["key_id"])
     assert code == 0 and tenancy.resolve_key(issued["key"]) is None
