@@ -16,7 +16,7 @@ CLIENT = ROOT / "shared" / "client"
 BLOCKER = """
 import importlib.abc, sys
 SERVER = {"psycopg", "psycopg_pool", "aws_lambda_powertools", "pydantic", "pulumi", "pulumi_aws", "postbox",
-          "functions", "boto3", "uvicorn", "zstandard", "cryptography"}
+          "functions", "boto3", "httptools", "psutil", "zstandard", "cryptography"}
 class Refuse(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in SERVER:
