@@ -11,6 +11,7 @@ above 1 is better). See bench/README.md for what each line means.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import sys
 import time
@@ -205,6 +206,11 @@ class HttpQueues:
         self.http.close()
 
 
+def _once(done: list, n: int) -> str:
+    """Whether a drain of n messages completed each exactly once (by the ids its calls answered)."""
+    return "OK" if len(set(done)) == len(done) == n else f"FAILED: {len(done):,} answers, {len(set(done)):,} distinct"
+
+
 def _add(total: tuple[float, int], run: tuple[float, int]) -> tuple[float, int]:
     """(seconds, messages) summed over turns."""
     return total[0] + run[0], total[1] + run[1]
@@ -311,27 +317,27 @@ class Bench:
 
     def claim_complete(self) -> None:
         n = self.scale.batched
+        fill_work = functools.partial(self._fill_work, self.scope, self.fifo, n)
+        sides = {
+            "work surface": (fill_work, lambda: WorkClient(self.principal, self.scope, self.fifo)),
+            "floor": (fill_work, lambda: FloorClient(self.url, self.scope, self._queue_pk(self.fifo))),
+            "queues surface": (lambda: self._sql(QUEUES_FILL, q=self.queues_id, n=n),
+                               lambda: QueuesClient(self.principal, "bench")),
+        }
         results = {}
-        for side, make_client in (("work", lambda: WorkClient(self.principal, self.scope, self.fifo)),
-                                  ("floor", lambda: FloorClient(self.url, self.scope, self._queue_pk(self.fifo))),
-                                  ("queues", lambda: QueuesClient(self.principal, "bench"))):
-            if side == "queues":
-                self._sql(QUEUES_FILL, q=self.queues_id, n=n)
-            else:
-                self._fill_work(self.scope, self.fifo, n)
+        for side, (fill, make_client) in sides.items():
+            fill()
             results[side] = self._metered_drain(make_client)
-        (seconds, done, cpu), (f_seconds, f_done, f_cpu), (q_seconds, q_done, q_cpu) = results.values()
+        (seconds, done, _), (f_seconds, f_done, _), (q_seconds, q_done, _) = results.values()
         self.figures["claim"] = self._pair(f"b. claim({BATCH})+complete batch, domain", n, (seconds, len(done)),
                                            (q_seconds, len(q_done)), "reference = queues read(100)+archive")
-        print(f"   every message completed exactly once: {'OK' if len(set(done)) == len(done) == n else 'FAILED'}",
-              flush=True)
+        print(f"   every message completed exactly once: {_once(done, n)}", flush=True)
         self.figures["floor"] = self._pair(f"b. floor: bare claim({BATCH})+complete", n, (f_seconds, len(f_done)),
                                            (q_seconds, len(q_done)),
                                            "the table's two statements alone; reference = read+archive")
-        if len(set(f_done)) != len(f_done) or len(f_done) != n:
-            print(f"   the floor completed {len(f_done):,} of {n:,}: FAILED", flush=True)
-        for side, line in (("work surface", cpu), ("floor", f_cpu), ("queues surface", q_cpu)):
-            print(f"   {side}: {line}", flush=True)
+        print(f"   every message completed exactly once: {_once(f_done, n)}", flush=True)
+        for side, (_, _, cpu) in results.items():
+            print(f"   {side}: {cpu}", flush=True)
 
     def http(self) -> None:
         n = self.scale.http
