@@ -68,9 +68,9 @@ def import_times(modules: tuple[str, ...], runs: int) -> dict[str, tuple[float, 
 def cold_imports(table: common.Table, runs: int) -> None:
     common.progress(f"cold imports, {runs} fresh interpreters each")
     ref = "bench.reference.minimal_handler"
-    times = import_times((ref, "functions.api.queues", "functions.authorizer"), runs)
+    times = import_times((ref, "functions.api.queues.app", "functions.authorizer"), runs)
     (ref_cpu, ref_wall) = times[ref]
-    for module, goal in (("functions.api.queues", "1.00"), ("functions.authorizer", "0.50")):
+    for module, goal in (("functions.api.queues.app", "1.00"), ("functions.authorizer", "0.50")):
         cpu, wall = times[module]
         table.row(f"a. import {module}", runs, f"{cpu:.0f} ms", f"{ref_cpu:.0f} ms", cpu / ref_cpu,
                   f"CPU time; reference = minimal handler; goal <= {goal} (wall {wall:.0f} vs {ref_wall:.0f} ms)")
@@ -96,7 +96,7 @@ class _Bare:
 def gateway_latency(table: common.Table, key: str, n: int) -> None:
     """What the gateway adds = HTTP through it - the handler called directly - a bare HTTP round
     trip (the same client, the same server, answering at once): the rest is the gateway's."""
-    from functions.api.queues import handler
+    from functions.api.queues.app import handler
     from functions.local.lambda_context import LocalContext
     from support.events import api_event
     from support.http import GatewayServer, client

@@ -14,7 +14,7 @@ import importlib
 import json
 from typing import Any
 
-from functions import openapi_durable
+from functions.api.durable import openapi as durable_openapi
 from functions.routes import FUNCTIONS, ROUTES
 from postbox.inputs import INT64_MAX
 
@@ -81,7 +81,7 @@ ERRORS: dict[str, dict[str, Any]] = {
                        "denied": {"type": "boolean"}, "query_id": {"type": "string"}, "name": {"type": "string"}},
         "description": '`{"success": false, "error": …}`; the ownership gate answers 404 `{"error": "not found"}`.',
     },
-    "durable": openapi_durable.ERROR,
+    "durable": durable_openapi.ERROR,
     "work": {
         "type": "object",
         "required": ["error", "meta"],
@@ -167,7 +167,7 @@ def document() -> dict[str, Any]:
             continue
         schemas[_error_name(function)] = ERRORS[function]
         if function == "durable":
-            paths.update(openapi_durable.paths(f"#/components/schemas/{_error_name(function)}",
+            paths.update(durable_openapi.paths(f"#/components/schemas/{_error_name(function)}",
                                                "#/components/schemas/GatewayError"))
             continue
         app = _app(function)
@@ -203,7 +203,7 @@ def routes_described(doc: dict[str, Any]) -> set[tuple[str, str]]:
 
 
 def route_keys() -> set[tuple[str, str]]:
-    return {(r.method, openapi_durable.openapi_path(r.path)) for r in ROUTES if r.function not in NOT_API}
+    return {(r.method, durable_openapi.openapi_path(r.path)) for r in ROUTES if r.function not in NOT_API}
 
 
 def dumps(doc: dict[str, Any]) -> str:

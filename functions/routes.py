@@ -225,13 +225,13 @@ ROUTES: tuple[Route, ...] = tuple(
 
 # Each surface function: its handler entry point (module:function) inside the `functions` package.
 FUNCTIONS: dict[str, str] = {
-    "console": "functions.api.console.handler",
-    "queues": "functions.api.queues.handler",
-    "streams": "functions.api.streams.handler",
-    "durable": "functions.api.durable.handler",
-    "partitioned": "functions.api.partitioned.handler",
-    "flows": "functions.api.flows.handler",
-    "work": "functions.api.work.handler",
+    "console": "functions.api.console.app.handler",
+    "queues": "functions.api.queues.app.handler",
+    "streams": "functions.api.keyed_streams.app.handler",
+    "durable": "functions.api.durable.app.handler",
+    "partitioned": "functions.api.partitioned.app.handler",
+    "flows": "functions.api.flows.app.handler",
+    "work": "functions.api.work.app.handler",
     # (each surface adds its function above this line)
 }
 

@@ -7,7 +7,7 @@ import json
 
 import psycopg
 
-from functions.api.flows import handler
+from functions.api.flows.app import handler
 from functions.local.lambda_context import LocalContext
 from postbox.flows import HttpClient, Query, Runner, count, quotas
 from support.events import api_event

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from functions.api.queues import handler
+from functions.api.queues.app import handler
 from functions.authorizer import authorize, clear_cache, key_from_headers
 from functions.authorizer import handler as authorizer_handler
 from functions.local.events import authorizer_event

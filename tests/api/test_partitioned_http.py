@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from functions.api.partitioned import handler
+from functions.api.partitioned.app import handler
 from functions.local.lambda_context import LocalContext
 from support.events import api_event
 from support.http import client

@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from functions.api.streams import handler
+from functions.api.keyed_streams.app import handler
 from functions.local.lambda_context import LocalContext
 from postbox.errors import Invalid
-from postbox.streams.durations import iso, parse_duration, parse_instant
+from postbox.keyed_streams.durations import iso, parse_duration, parse_instant
 from support.events import api_event
 
 CTX = LocalContext("streams")

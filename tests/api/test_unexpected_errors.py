@@ -8,13 +8,14 @@ import logging
 
 import pytest
 
+from functions import routes as route_table
 from functions.local.lambda_context import LocalContext
 from support.events import api_event
 
 CASES = [
     ("queues", "postbox.queues.service", "list_queues", ("GET", "/api/v1/queues", None),
      {"detail": "internal error"}),
-    ("streams", "postbox.streams.service", "list_streams", ("GET", "/v1/streams", None),
+    ("streams", "postbox.keyed_streams.service", "list_streams", ("GET", "/v1/streams", None),
      {"error": {"code": "internal", "message": "internal error"}}),
     ("partitioned", "postbox.partitioned.service", "dead_letters", ("GET", "/api/v1/dlq", None),
      {"error": "internal error"}),
@@ -31,7 +32,8 @@ def test_an_unexpected_error_is_500_in_the_envelope(tenant, monkeypatch, caplog,
         raise RuntimeError("a bug of ours")
 
     monkeypatch.setattr(importlib.import_module(module), attr, boom)  # fails loudly if the target moved
-    handler = importlib.import_module(f"functions.api.{function}").handler
+    module_name, _, entry = route_table.FUNCTIONS[function].rpartition(".")
+    handler = getattr(importlib.import_module(module_name), entry)
     method, path, payload = request_
     with caplog.at_level(logging.ERROR):
         result = handler(api_event(method, path, key=tenant.key, body=payload), LocalContext(function))

@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from functions.api.work import handler
+from functions.api.work.app import handler
 from functions.authorizer import clear_cache
 from functions.local.lambda_context import LocalContext
 from postbox import db

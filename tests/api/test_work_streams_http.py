@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from postbox.work import messages, streams
+from postbox.work import chunks, messages
 from support.work_api import W
 from support.work_api import error as _error
 from support.work_api import ok as _ok
@@ -106,6 +106,6 @@ def test_concurrent_chunk_publishers_record_every_chunk_once(tenant):
     for t in threads:
         t.join()
     assert not errors
-    whole = streams.assembled(tenant.principal, s["id"], "big")
+    whole = chunks.assembled(tenant.principal, s["id"], "big")
     assert whole["complete"] and whole["content"] == "".join(f"{i}," for i in range(n))
     assert queues.stats(tenant.principal, s["id"], queue["id"])["published_total"] == n

@@ -61,7 +61,7 @@ class Refuse(importlib.abc.MetaPathFinder):
         if name.split(".")[0] in {"httpx", "httpcore", "rich"}:
             raise ImportError("not in the Lambda layers: " + name)
 sys.meta_path.insert(0, Refuse())
-import functions.api.flows, functions.agents.flows_hosted
+import functions.api.flows.app, functions.agents.flows_hosted
 from postbox.flows import LocalClient, Query, Runner, count, hosted
 print("ok")
 """
@@ -95,7 +95,7 @@ def test_the_domain_layer_and_the_functions_ship_byte_compiled(tmp_path):
     if layers_build.find_python312() is None:
         pytest.skip("no CPython 3.12 here to byte-compile for Lambda's runtime")
     cases = [(layers_build.build_domain(tmp_path / "domain.zip"), "python/postbox/db.py", "/opt/python/postbox/db.py"),
-             (layers_build.build_functions(tmp_path / "functions.zip"), "functions/api/queues.py",
+             (layers_build.build_functions(tmp_path / "functions.zip"), "functions/api/queues/app.py",
               "/var/task/functions/api/queues.py")]
     for built, module, mounted in cases:
         with zipfile.ZipFile(built) as zf:

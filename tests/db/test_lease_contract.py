@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 from postbox import db
+from postbox.keyed_streams import service as streams
+from postbox.keyed_streams.publishing import Outgoing
 from postbox.partitioned import service as queues
 from postbox.partitioned.consume import Ack
 from postbox.partitioned.produce import Item
 from postbox.partitioned.service import PopRequest
-from postbox.streams import service as streams
-from postbox.streams.publishing import Outgoing
 
 NAME = "contract"
 

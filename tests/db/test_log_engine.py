@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 
 from postbox import db
-from postbox.log import frames, store
-from postbox.log.frames import Record
+from postbox.log_engine import frames, store
+from postbox.log_engine.frames import Record
 
 
 def _partition(tenant, name="Default", owner=1):

@@ -7,9 +7,9 @@ from __future__ import annotations
 import random
 
 from postbox import db
-from postbox.log import cursors, leases, store
-from postbox.log.frames import Record
-from postbox.log.retry import RetryPolicy
+from postbox.log_engine import cursors, leases, store
+from postbox.log_engine.frames import Record
+from postbox.log_engine.retry import RetryPolicy
 
 KIND = "lease-test"
 

@@ -306,8 +306,8 @@ def test_bad_input_is_invalid(tenant):
 
 
 def test_cursor_reads_match_the_store_across_segments_compression_and_retention(tenant):
-    from postbox.log import cursors, store
-    from postbox.log.frames import Record
+    from postbox.log_engine import cursors, store
+    from postbox.log_engine.frames import Record
 
     with db.transaction() as conn:
         part = store.ensure_partition(conn, tenant.tenant_id, "test-cursors", 1, "p")

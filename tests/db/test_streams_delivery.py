@@ -8,8 +8,8 @@ import time
 from datetime import timedelta
 
 from postbox import db
-from postbox.streams import lifecycle, service
-from postbox.streams.publishing import Outgoing
+from postbox.keyed_streams import lifecycle, service
+from postbox.keyed_streams.publishing import Outgoing
 from support.clock import db_now, wait_for_db_clock
 
 

@@ -10,9 +10,9 @@ import pytest
 
 from postbox import db
 from postbox.errors import Conflict, Invalid, NotFound, TooManyRequests
-from postbox.log import store
-from postbox.streams import lifecycle, service
-from postbox.streams.publishing import Outgoing
+from postbox.keyed_streams import lifecycle, service
+from postbox.keyed_streams.publishing import Outgoing
+from postbox.log_engine import store
 from support.clock import db_now, wait_for_db_clock
 
 

@@ -228,7 +228,8 @@ def test_dashboard_widgets_name_real_metrics(prod: StackRun):
 
 def test_dashboard_follows_the_tables(monkeypatch):
     """A new surface gets its row, with the metrics its module emits, by adding its table row."""
-    monkeypatch.setattr(route_table, "FUNCTIONS", {**route_table.FUNCTIONS, "extra": "functions.api.queues.handler"})
+    monkeypatch.setattr(route_table, "FUNCTIONS", {**route_table.FUNCTIONS,
+                                                   "extra": "functions.api.queues.app.handler"})
     metrics, widgets = dashboard_metrics(run_stack("prod"))
     assert "extra: messages in / out" in [w["properties"]["title"] for w in widgets]
     assert ["AWS/Lambda", "Invocations", "FunctionName", "postbox-prod-extra"] in metrics

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import uuid
 
-from postbox.log.leases import parse_receipts, receipt, triage
-from postbox.log.retry import RetryDecision, RetryPolicy
+from postbox.log_engine.leases import parse_receipts, receipt, triage
+from postbox.log_engine.retry import RetryDecision, RetryPolicy
 
 
 def test_retries_until_max_attempts_failed_then_dead_letters():

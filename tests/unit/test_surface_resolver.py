@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 
-from functions.api.queues import app
+from functions.api.queues.app import app
 
 
 def test_current_event_and_context_are_per_thread():

@@ -7,9 +7,9 @@ from typing import Any
 from .consume import AsyncQueues, Queues
 from .durable import AsyncDurable, Durable
 from .flows.calls import AsyncFlows, Flows
+from .keyed_streams import AsyncStreams, Streams
 from .partitioned import AsyncPartitioned, Partitioned
 from .retry import RetryPolicy
-from .streams import AsyncStreams, Streams
 from .transport import DEFAULT_TIMEOUT_S, AsyncTransport, Transport
 from .work import AsyncWork, Work
 

@@ -7,8 +7,8 @@ import psycopg
 
 from postbox import db, wakeup
 from postbox.errors import Conflict, Invalid, NotFound
-from postbox.log import store as log
-from postbox.log.frames import Record
+from postbox.log_engine import store as log
+from postbox.log_engine.frames import Record
 
 from . import catalog, jsontext, store
 from .model import DEFAULT_CONTENT_TYPE, Created, CreateSpec, Scope, is_json, media_type, payload_of

@@ -6,7 +6,7 @@ import psycopg
 
 from postbox import db
 from postbox.errors import Gone
-from postbox.log import store as log
+from postbox.log_engine import store as log
 
 from . import catalog, store
 from .model import OutOfRange, Read, Scope

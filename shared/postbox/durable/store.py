@@ -12,7 +12,7 @@ from datetime import datetime
 
 import psycopg
 
-from postbox.log import store as log
+from postbox.log_engine import store as log
 
 OWNER = "durable"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from postbox import db
 from postbox.errors import Invalid
-from postbox.log.frames import Record, pack
+from postbox.log_engine.frames import Record, pack
 
 from .model import Producer, Scope, Written, media_type, payload_of
 

@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 
 from ..errors import Conflict, Invalid, NotFound
-from ..log import cursors, leases
+from ..log_engine import cursors, leases
 from . import OWNER_KIND, QUEUE_MODE, counters, failures, queues
 from .shapes import is_dead_letter, is_ok
 

@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 
 from ..errors import NotFound
-from ..log import store
+from ..log_engine import store
 from . import OWNER_KIND, QUEUE_MODE, counters, queues
 
 

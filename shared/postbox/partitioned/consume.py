@@ -16,8 +16,8 @@ import psycopg
 
 from ..db import domain_errors
 from ..errors import Invalid, NotFound
-from ..log import cursors, leases, store
-from ..log.frames import Entry
+from ..log_engine import cursors, leases, store
+from ..log_engine.frames import Entry
 from . import OWNER_KIND, counters, queues
 from .acks import Ack, ack, ack_lease, ack_one_statement, check_partition, extend, require_live
 from .failures import expire

@@ -11,9 +11,9 @@ from typing import Any
 import psycopg
 
 from ..errors import NotFound
-from ..log import store
-from ..log.cursors import Cursor
-from ..log.frames import Entry, Record
+from ..log_engine import store
+from ..log_engine.cursors import Cursor
+from ..log_engine.frames import Entry, Record
 from . import counters, payloads, queues
 from .shapes import iso
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import psycopg
 
-from ..log import leases
-from ..log.cursors import Cursor, commit
-from ..log.retry import RetryPolicy
+from ..log_engine import leases
+from ..log_engine.cursors import Cursor, commit
+from ..log_engine.retry import RetryPolicy
 from . import dlq, queues
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from .. import db
-from ..log import cursors, leases, store
+from ..log_engine import cursors, leases, store
 from . import OWNER_KIND, consume, queues
 
 _LOCK_SPACE = 0x5051  # "PQ": advisory lock key space of partition retention

@@ -18,8 +18,8 @@ import psycopg
 from ..db import domain_errors
 from ..errors import Invalid, TooLarge
 from ..inputs import MAX_REQUEST_BYTES
-from ..log import cursors
-from ..log.frames import Record, id_hash, pack
+from ..log_engine import cursors
+from ..log_engine.frames import Record, id_hash, pack
 from . import DEFAULT_PARTITION, payloads, queues
 
 # No cap below the request's own (6 MiB, inside Lambda's synchronous payload limit): Queen caps a

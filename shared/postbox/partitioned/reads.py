@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 
-from ..log import cursors
+from ..log_engine import cursors
 from . import OWNER_KIND, payloads, queues
 from .shapes import iso
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from ..log.frames import Entry
+from ..log_engine.frames import Entry
 from . import QUEUE_MODE, payloads
 
 OK_STATUSES = frozenset({"completed", "success", "acked", "ok"})

@@ -12,9 +12,8 @@ import psycopg
 
 from .. import db, tenancy
 from ..errors import NotFound
-from ..messages import engine
 from ..tenancy import Principal
-from . import plans
+from . import engine, plans
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from typing import Any
 import psycopg
 
 from .. import config, db
-from ..messages import engine
+from . import engine
 
 # A function gets {"queue": name, "messages": [...]} and raises (or returns an error) on failure.
 Invoker = Callable[[str, dict[str, Any]], None]

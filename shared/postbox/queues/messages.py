@@ -9,9 +9,8 @@ from typing import Any
 
 from .. import db, jsoncodec, tenancy, wakeup
 from ..errors import Invalid, NotFound, TooLarge
-from ..messages import engine
 from ..tenancy import Principal
-from . import consumers
+from . import consumers, engine
 from .catalog import find, require
 
 MAX_HEADERS_BYTES = 4096

@@ -8,9 +8,8 @@ import psycopg
 
 from .. import db, names
 from ..errors import Conflict, Invalid, LimitExceeded, NotFound
-from ..messages import engine
 from ..tenancy import Principal
-from . import plans
+from . import engine, plans
 from .catalog import find, one, require, scope
 
 NAME = names.QUEUE.regex

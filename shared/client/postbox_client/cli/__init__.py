@@ -1,4 +1,4 @@
-"""The `postbox` client verbs: queues, dead letters, streams, durable streams, partitioned queues,
+"""The `postbox` client verbs: queues, dead letters, keyed streams, durable streams, partitioned queues,
 flows, work queues, and `tail`. URL and key come from --url/--key, else POSTBOX_URL/POSTBOX_KEY, else the config
 file (`postbox login` writes it), else http://127.0.0.1:8080 with `.postbox/dev-key`.
 `--json` prints JSON for scripts; tables otherwise."""
@@ -11,7 +11,7 @@ import sys
 from ..client import Client
 from ..config import config_path, resolve
 from ..errors import PostboxError
-from . import queues, streams, work
+from . import keyed_streams, queues, work
 
 VERBS = ("queues", "dlq", "streams", "durable", "partitioned", "flows", "work", "tail", "login")
 
@@ -71,7 +71,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="postbox", description=__doc__, formatter_class=_Help)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     queues.register(sub, leaf)
-    streams.register(sub, leaf)
+    keyed_streams.register(sub, leaf)
     work.register(sub, leaf)
     leaf(sub, "login", login, "save --url and --key in the config file (profile from --profile)")
     return p

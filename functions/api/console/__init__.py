@@ -1,0 +1,1 @@
+"""The console surface's handler package."""

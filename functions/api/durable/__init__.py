@@ -1,0 +1,1 @@
+"""The durable surface's handler package."""

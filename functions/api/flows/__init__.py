@@ -1,0 +1,1 @@
+"""The flows surface's handler package."""

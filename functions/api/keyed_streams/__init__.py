@@ -1,0 +1,1 @@
+"""The keyed_streams surface's handler package."""

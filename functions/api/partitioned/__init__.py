@@ -1,0 +1,1 @@
+"""The partitioned surface's handler package."""

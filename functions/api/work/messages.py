@@ -1,0 +1,169 @@
+"""Routes and request bodies of messages: publish, claim, list and read, the correlation chain,
+and their ends (complete, fail, release, extend, cancel, one at a time or in batches).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Body, Query
+from pydantic import Field, model_validator
+
+from functions.api.work.envelope import Cursor, Limit, caller, data, listing
+from functions.api.work.fields import MAX_TTL_S, MAX_VISIBILITY_S, Priority, Text, _Strict
+from functions.api.work.queues import QUEUE
+from postbox.work import browse, messages
+
+router = Router()
+
+
+class PatternRef(_Strict):
+    """A HITL pattern a message's spec is expanded from."""
+
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")]
+    version: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,31}$")] | Annotated[int, Field(ge=0)]
+    parameters: dict[str, str | int | float | bool | None] | None = None
+
+
+class StreamChunk(_Strict):
+    """Marks a published message as chunk `seq` of the stream `id` (`final`: the last one)."""
+
+    id: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")]
+    seq: Annotated[int, Field(ge=0, le=10_000_000)]
+    final: bool = False
+
+
+class Publish(_Strict):
+    body: str | dict[str, Any]
+    type: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")] = "task"
+    priority: Priority | None = None
+    labels: dict[str, Annotated[str, Field(max_length=256)]] | None = None
+    content_type: Text = "application/json"
+    correlation_id: Text | None = None
+    causation_id: Text | None = None
+    parent_id: Text | None = None
+    ttl_seconds: Annotated[int, Field(ge=1, le=MAX_TTL_S)] | None = None
+    deadline: datetime | None = Field(default=None, strict=False)
+    max_retries: Annotated[int, Field(ge=1, le=100)] | None = None
+    visibility_timeout_s: Annotated[int, Field(ge=1, le=MAX_VISIBILITY_S)] | None = None
+    idempotency_key: Text | None = None
+    hitl_spec: dict[str, Any] | None = None
+    hitl_pattern: PatternRef | None = None
+    stream: StreamChunk | None = None
+    visible_at: datetime | None = Field(default=None, strict=False)
+
+    @model_validator(mode="after")
+    def _one_spec(self) -> Publish:
+        if self.hitl_spec is not None and self.hitl_pattern is not None:
+            raise ValueError("give hitl_spec or hitl_pattern, not both")
+        return self
+
+
+class Claim(_Strict):
+    batch_size: Annotated[int, Field(ge=1, le=100)] = 1
+    visibility_timeout_s: Annotated[int, Field(ge=1, le=MAX_VISIBILITY_S)] | None = None
+
+
+Token = Annotated[str, Field(max_length=64)]
+
+
+class Complete(_Strict):
+    response: dict[str, Any] | None = None
+    claim_token: Token | None = None
+
+
+class Fail(_Strict):
+    reason: Annotated[str, Field(max_length=2000)] = ""
+    claim_token: Token | None = None
+
+
+class Release(_Strict):
+    claim_token: Token | None = None
+
+
+class Extend(_Strict):
+    seconds: Annotated[int, Field(ge=1, le=MAX_VISIBILITY_S)]
+    claim_token: Token | None = None
+
+
+class BatchItem(_Strict):
+    id: Annotated[str, Field(max_length=64)]
+    claim_token: Token | None = None
+    response: dict[str, Any] | None = None
+    reason: Annotated[str, Field(max_length=2000)] | None = None
+
+
+class Batch(_Strict):
+    """The batch extension: complete, fail or release up to 100 claimed messages in one call."""
+
+    items: Annotated[list[BatchItem], Field(min_length=1, max_length=100)]
+
+
+@router.post(QUEUE + "/messages", responses={200: {"description": "An idempotent replay: the original message"},
+                                             201: {"description": "Published"}})
+def publish(scope_id: str, queue_id: str, request: Annotated[Publish, Body()]):
+    # (not named `body`: the resolver would read a parameter named like a field of the JSON as that field)
+    message, replayed = messages.publish(caller(), scope_id, queue_id, request.fields())
+    return data(message, 200 if replayed else 201)
+
+
+@router.post(QUEUE + "/messages/claim")
+def claim(scope_id: str, queue_id: str, body: Annotated[Claim | None, Body()] = None):
+    body = body or Claim()
+    return data(messages.claim(caller(), scope_id, queue_id, body.batch_size, body.visibility_timeout_s))
+
+
+@router.get(QUEUE + "/messages")
+def list_messages(scope_id: str, queue_id: str, state: Annotated[Literal[browse.STATES], Query()] = "pending",
+                  limit: Limit = 50, cursor: Cursor = None):
+    return listing(browse.list_messages(caller(), scope_id, queue_id, state, limit, cursor))
+
+
+@router.get(QUEUE + "/messages/<msg_id>")
+def get_message(scope_id: str, queue_id: str, msg_id: str):
+    return data(browse.get_message(caller(), scope_id, queue_id, msg_id))
+
+
+@router.get("/scopes/<scope_id>/messages")
+def correlation_chain(scope_id: str, correlation_id: Annotated[str, Query(min_length=1, max_length=256)]):
+    return data(browse.correlation_chain(caller(), scope_id, correlation_id))
+
+
+MESSAGE = "/scopes/<scope_id>/messages/<msg_id>"
+
+
+@router.post(MESSAGE + "/complete")
+def complete(scope_id: str, msg_id: str, body: Annotated[Complete | None, Body()] = None):
+    return data(messages.finish(caller(), scope_id, msg_id, "complete", (body or Complete()).fields()))
+
+
+@router.post(MESSAGE + "/fail")
+def fail(scope_id: str, msg_id: str, body: Annotated[Fail | None, Body()] = None):
+    return data(messages.finish(caller(), scope_id, msg_id, "fail", (body or Fail()).fields()))
+
+
+@router.post(MESSAGE + "/release")
+def release(scope_id: str, msg_id: str, body: Annotated[Release | None, Body()] = None):
+    return data(messages.finish(caller(), scope_id, msg_id, "release", (body or Release()).fields()))
+
+
+@router.post(MESSAGE + "/extend")
+def extend(scope_id: str, msg_id: str, body: Annotated[Extend, Body()]):
+    return data(messages.finish(caller(), scope_id, msg_id, "extend", body.fields()))
+
+
+@router.post(MESSAGE + "/cancel")
+def cancel(scope_id: str, msg_id: str):
+    return data(messages.finish(caller(), scope_id, msg_id, "cancel", {}))
+
+
+def _batch_route(action: str) -> None:
+    @router.post(f"/scopes/<scope_id>/messages/{action}-batch")
+    def batch(scope_id: str, body: Annotated[Batch, Body()]):
+        return data(messages.finish_batch(caller(), scope_id, action, [i.fields() for i in body.items]))
+
+
+for _action in ("complete", "fail", "release"):
+    _batch_route(_action)

@@ -1,1 +1,0 @@
-"""The message engine: rows with per-message state, claimed with SKIP LOCKED (queues and work)."""
