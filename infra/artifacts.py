@@ -20,7 +20,7 @@ BUILD = REPO / "build"
 DEPS_ZIP = BUILD / "layers" / "deps.zip"
 DOMAIN_ZIP = BUILD / "layers" / "domain.zip"
 FUNCTIONS_ZIP = BUILD / "functions.zip"
-MIGRATIONS = REPO / "shared" / "postbox" / "migrations"
+MIGRATIONS = REPO / "shared" / "postbox" / "sql"
 REQUIREMENTS = REPO / "layers" / "requirements.txt"
 
 
@@ -32,10 +32,11 @@ def archive(path: Path) -> pulumi.FileArchive:
 
 
 def migrations_sha256(directory: Path = MIGRATIONS) -> str:
-    """sha256 over every migrations/*.sql, by file name order: changes iff a migration changes."""
+    """sha256 over every *.sql under postbox/sql/ (table migrations and functions files), by path
+    order: changes iff any of them changes, so the migrate function runs exactly then."""
     digest = hashlib.sha256()
-    for path in sorted(directory.glob("*.sql"), key=lambda p: p.name):
-        digest.update(path.name.encode() + b"\0")
+    for path in sorted(directory.rglob("*.sql"), key=lambda p: p.relative_to(directory).as_posix()):
+        digest.update(path.relative_to(directory).as_posix().encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()
 

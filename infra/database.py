@@ -26,7 +26,7 @@ from infra.settings import Settings
 
 DB_NAME = "postbox"
 MASTER_USER = "postbox"
-APP_USER = "postbox_app"  # created by migration 0016; its login comes from the db-app secret
+APP_USER = "postbox_app"  # created by the schema baseline; its login comes from the db-app secret
 LISTEN_USER = "postbox_listen"
 
 

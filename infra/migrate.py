@@ -1,10 +1,11 @@
-"""Run the migrations on deploy: one invocation of the `migrate` function per migration change.
+"""Run the migrations on deploy: one invocation of the `migrate` function per schema change.
 
-The invocation's input carries a sha256 of shared/postbox/migrations/*.sql, so Pulumi re-invokes
-the function exactly when a migration file was added or changed (and on the first deploy), after
-the function (with the new domain layer) and the database behind the proxy exist. A failed
-migration fails `pulumi up`. Applying is idempotent (versions recorded, advisory lock), so a
-re-run is harmless.
+The invocation's input carries a sha256 of the SQL under shared/postbox/sql/ (table migrations and
+functions files), so Pulumi re-invokes the function exactly when one of those files was added or
+changed (and on the first deploy), after the function (with the new domain layer) and the database
+behind the proxy exist. A failed migration fails `pulumi up`. Applying is idempotent (table
+migrations recorded, functions files applied only when their checksum changed, advisory lock), so
+a re-run is harmless.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ def test_the_app_role_has_dml_and_execute_on_everything_and_nothing_else(app_url
 
 
 def test_tables_a_later_migration_creates_are_granted_too(database_url, app_url):
-    """Default privileges: what a migration after 0016 creates (as the same owner) is the app's too."""
+    """Default privileges: what a later migration or functions file creates (as the same owner) is the app's too."""
     with psycopg.connect(database_url, autocommit=True) as owner:
         owner.execute("CREATE TABLE later_migration_table (id bigserial PRIMARY KEY, v text)")
         owner.execute("CREATE FUNCTION later_migration_fn() RETURNS int LANGUAGE sql AS 'SELECT 7'")

@@ -1,4 +1,4 @@
-"""The claim head (migration 0008): reads start where visible messages begin, and nothing behind the
+"""The claim head (queue_heads, queue_claim): reads start where visible messages begin, and nothing behind the
 head is lost: messages that turn visible there come back at once or within the full-walk interval."""
 
 from __future__ import annotations

@@ -320,8 +320,9 @@ def test_one_schedule_per_agent_targeting_its_function(prod: StackRun):
 
 def test_migrate_invocation_carries_the_migrations_hash(prod: StackRun):
     digest = hashlib.sha256()
-    for path in sorted((REPO / "shared" / "postbox" / "migrations").glob("*.sql"), key=lambda p: p.name):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    sql = REPO / "shared" / "postbox" / "sql"
+    for path in sorted(sql.rglob("*.sql"), key=lambda p: p.relative_to(sql).as_posix()):
+        digest.update(path.relative_to(sql).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     (inv,) = prod.of_type("aws:lambda/invocation:Invocation")
     assert inv.inputs["functionName"] == "postbox-prod-migrate"
     assert json.loads(inv.inputs["input"])["migrations_sha256"] == digest.hexdigest()
@@ -339,7 +340,12 @@ def test_migrations_hash_changes_with_any_migration(tmp_path):
     (tmp_path / "0002_b.sql").write_text("create table b();")
     second = migrations_sha256(tmp_path)
     (tmp_path / "0001_a.sql").write_text("create table a(x int);")
-    assert len({first, second, migrations_sha256(tmp_path)}) == 3
+    third = migrations_sha256(tmp_path)
+    (tmp_path / "functions").mkdir()
+    (tmp_path / "functions" / "f.sql").write_text("create or replace function f() returns int ...;")
+    fourth = migrations_sha256(tmp_path)
+    (tmp_path / "functions" / "f.sql").write_text("create or replace function f() returns text ...;")
+    assert len({first, second, third, fourth, migrations_sha256(tmp_path)}) == 5
 
 
 # --- database and network ----------------------------------------------------------------------

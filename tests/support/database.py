@@ -17,6 +17,10 @@ import psycopg
 from functions.local.embedded import EmbeddedPostgres
 from functions.local.runtime import use_database
 
+# The session database as the user that migrated it (the owner of every object), even when the
+# tests run as another role: what a test that creates databases or owns objects connects as.
+OWNER_URL: str | None = None
+
 
 def start_session_database() -> tuple[str, EmbeddedPostgres | None]:
     """TEST_DATABASE_URL if given (a server you run), else a fresh embedded server."""
@@ -28,6 +32,8 @@ def start_session_database() -> tuple[str, EmbeddedPostgres | None]:
         server = EmbeddedPostgres(root / "pgdata", keep=False, fast=True)
         url = server.ensure_database("postbox_test", fresh=True)
     use_database(url)
+    global OWNER_URL
+    OWNER_URL = url
     role = os.environ.get("POSTBOX_TEST_DB_ROLE")
     if role:
         url = as_role(url, role, "app-role-test-password")

@@ -119,7 +119,7 @@ def _commit_whole(conn: psycopg.Connection, tenant_id: str, first: Ack,
     return done[0], {"count": done[1], "lease_released": True, "dlq": False}
 
 
-# The usual ack: commit the whole lease, release it and count it, in one round trip (migration 0004).
+# The usual ack: commit the whole lease, release it and count it, in one round trip (SQL: pq_ack).
 _ACK = "SELECT * FROM pq_ack(%s::uuid, %s::uuid, %s::bigint, %s::text, %s::text[])"
 
 

@@ -2,7 +2,8 @@
 
 The hot paths count inside their own SQL functions (pq_push, pq_pop's auto-ack, pq_ack); the
 general paths here add their deltas in the transaction that moves the messages, so a rolled-back
-ack or replay counts nothing. Rows are spread over slots (see pq_count in migration 0004).
+ack or replay counts nothing. Rows are spread over slots (see pq_count, in
+sql/functions/partitioned.sql).
 """
 
 from __future__ import annotations

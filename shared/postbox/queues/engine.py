@@ -79,7 +79,7 @@ def _messages(cursor: psycopg.Cursor) -> list[Message]:
 
 def read(conn: psycopg.Connection, queue: QueueRef, qty: int, vt: float | None = None) -> list[Message]:
     """Claim up to `qty` visible messages for `vt` seconds, in msg_id order from the queue's claim
-    head (SQL: queue_claim; see migration 0008 for the head).
+    head (SQL: queue_claim; queue_heads in the schema baseline for the head).
 
     A claimed message that used up the queue's attempts (read `max_reads` times) is dead-lettered
     by the same statement instead of being handed out: moved to the dead-letter queue (keeping its

@@ -1,5 +1,5 @@
 """Publish, claim and finish messages: each one SQL function call (`work_publish_routed`, `work_claim`,
-`work_finish`, `work_finish_batch` in the migration), whose refusals arrive as typed errors with
+`work_finish`, `work_finish_batch` in sql/functions/), whose refusals arrive as typed errors with
 the surface's codes.
 
 Claim tokens: every claim hands out a new `claim_token`. complete, fail, release and extend take

@@ -1,87 +1,5 @@
--- Consumer-group cursors on log partitions (engine level), and the partitioned queue surface's
--- own tables: queues with their options, the consumer groups seen per queue, and dead letters.
-
--- One row per (partition, consumer group): everything below `committed` is consumed; a lease
--- covers [committed, batch_end) until lease_expires_at. Used by every log surface with groups.
-CREATE TABLE log_cursors (
-    partition_id     bigint NOT NULL,
-    consumer_group   text   NOT NULL,
-    committed        bigint NOT NULL,          -- the next offset this group has not consumed
-    lease_id         uuid,                     -- the current lease (the worker id), if any
-    lease_expires_at timestamptz,
-    batch_start      bigint,                   -- the leased batch: [batch_start, batch_end)
-    batch_end        bigint,
-    batch_last_id    text,                     -- the id of the leased batch's last record
-    retry_count      int    NOT NULL DEFAULT 0,  -- failed deliveries of the batch at `committed`
-    available_at     timestamptz,              -- a failed batch redelivers from here (retry delay)
-    total_consumed   bigint NOT NULL DEFAULT 0,
-    served_at        timestamptz NOT NULL DEFAULT clock_timestamp(),  -- last lease granted: fairness
-    PRIMARY KEY (partition_id, consumer_group)
-) WITH (fillfactor = 50);
-CREATE UNIQUE INDEX log_cursors_lease ON log_cursors (lease_id) WHERE lease_id IS NOT NULL;
-CREATE INDEX log_cursors_expiry ON log_cursors (lease_expires_at) WHERE lease_id IS NOT NULL;
-
-CREATE TABLE pq_queues (
-    id                          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    tenant_id                   uuid   NOT NULL,
-    name                        text   NOT NULL,
-    lease_time                  int    NOT NULL DEFAULT 300,   -- seconds
-    retry_limit                 int    NOT NULL DEFAULT 3,
-    retry_delay_ms              int    NOT NULL DEFAULT 0,
-    delayed_processing          int    NOT NULL DEFAULT 0,     -- seconds before a message is delivered
-    retention_seconds           int    NOT NULL DEFAULT 0,     -- 0: keep
-    completed_retention_seconds int    NOT NULL DEFAULT 0,     -- 0: keep
-    encryption_enabled          boolean NOT NULL DEFAULT false,
-    dlq_after_max_retries       boolean NOT NULL DEFAULT true,
-    created_at                  timestamptz NOT NULL DEFAULT clock_timestamp(),
-    updated_at                  timestamptz NOT NULL DEFAULT clock_timestamp(),
-    UNIQUE (tenant_id, name)
-);
-
--- Groups that have popped from a queue, so a partition created later gets their cursors at once.
-CREATE TABLE pq_groups (
-    queue_id       bigint NOT NULL REFERENCES pq_queues (id) ON DELETE CASCADE,
-    consumer_group text   NOT NULL,
-    created_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
-    PRIMARY KEY (queue_id, consumer_group)
-);
-
-CREATE TABLE pq_dead_letters (
-    id             bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    tenant_id      uuid   NOT NULL,
-    queue_id       bigint NOT NULL REFERENCES pq_queues (id) ON DELETE CASCADE,
-    partition_id   bigint NOT NULL,
-    consumer_group text   NOT NULL,
-    "offset"       bigint NOT NULL,
-    transaction_id text   NOT NULL,
-    message_id     text,
-    headers        bytea,
-    payload        bytea  NOT NULL,            -- as stored in the log (enveloped when encrypted)
-    created_at     timestamptz NOT NULL,       -- when the message was pushed
-    failed_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
-    retry_count    int    NOT NULL,
-    error          text
-);
-CREATE INDEX pq_dead_letters_queue ON pq_dead_letters (tenant_id, queue_id, id);
-
--- Per-queue counters, kept as messages move (never a full count): records pushed (duplicates not
--- counted), acked (committed by acks, auto-acks, partial acks and cycles, summed over groups),
--- failed (nacked), dead-lettered and replayed. A queue's figure is the sum of its slot rows; a
--- writer adds to the first of up to 8 slots that no other transaction holds, so concurrent
--- writers neither serialise on one row nor wait on each other (at most 8 rows per queue).
-CREATE TABLE pq_counters (
-    queue_id       bigint NOT NULL REFERENCES pq_queues (id) ON DELETE CASCADE,
-    slot           int    NOT NULL,
-    pushed         bigint NOT NULL DEFAULT 0,
-    acked          bigint NOT NULL DEFAULT 0,
-    failed         bigint NOT NULL DEFAULT 0,
-    dead_lettered  bigint NOT NULL DEFAULT 0,
-    replayed       bigint NOT NULL DEFAULT 0,
-    PRIMARY KEY (queue_id, slot)
-) WITH (fillfactor = 50);
-
 -- Add deltas to a queue's counters, inside the caller's statement or transaction.
-CREATE FUNCTION pq_count(
+CREATE OR REPLACE FUNCTION pq_count(
     p_queue bigint, p_pushed bigint, p_acked bigint, p_failed bigint, p_dead bigint, p_replayed bigint
 ) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
@@ -116,7 +34,7 @@ END $$;
 -- stored ('duplicate' rows) nothing is appended and the caller re-frames and calls again.
 -- Groups arrive sorted by (queue, partition) and their partitions are locked in that order, so
 -- concurrent pushers never deadlock. Returns one 'appended' row per group: partition, first offset.
-CREATE FUNCTION pq_push(
+CREATE OR REPLACE FUNCTION pq_push(
     p_tenant uuid, p_queues text[], p_partitions text[], p_encrypted boolean[],
     p_counts int[], p_codecs smallint[], p_raw int[], p_frames bytea[],
     p_hashes bytea[], p_hash_groups int[], p_hash_positions int[], p_notify boolean
@@ -214,7 +132,7 @@ END $$;
 -- One row per segment holding the batch (r_status 'leased' / 'acked'), or a single row with
 -- r_status 'empty', or 'slow' when the cursor held an expired lease or the queue delays messages:
 -- those need decisions made in Python, in a transaction (the claim is not kept).
-CREATE FUNCTION pq_pop(
+CREATE OR REPLACE FUNCTION pq_pop(
     p_tenant uuid, p_queue text, p_partition text, p_group text, p_need int,
     p_start text, p_since timestamptz, p_auto_ack boolean
 ) RETURNS TABLE (
@@ -337,7 +255,7 @@ END $$;
 -- batch; soft state like the lease itself (a lost one sends the ack down the general path).
 -- The end is set again from what was decoded (retention may have raced the read); a batch that
 -- came back empty (retention dropped all of it) releases the lease instead.
-CREATE FUNCTION pq_lease_last(p_lease uuid, p_last text, p_end bigint) RETURNS void LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION pq_lease_last(p_lease uuid, p_last text, p_end bigint) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM set_config('synchronous_commit', 'off', true);
     IF p_last IS NULL THEN
@@ -353,7 +271,7 @@ END $$;
 -- given (when given) and (with p_last) one of p_last is the batch's last record, commit the whole
 -- leased batch, release the lease and count the records acked. One row (partition, records
 -- committed), or none and nothing changes (the caller then takes the general path).
-CREATE FUNCTION pq_ack(p_lease uuid, p_tenant uuid, p_partition bigint, p_group text, p_last text[])
+CREATE OR REPLACE FUNCTION pq_ack(p_lease uuid, p_tenant uuid, p_partition bigint, p_group text, p_last text[])
 RETURNS TABLE (r_partition bigint, r_count bigint) LANGUAGE plpgsql AS $$
 DECLARE
     c record;

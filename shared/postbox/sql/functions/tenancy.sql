@@ -1,7 +1,6 @@
 -- Plan limits in one place: every path that reads a tenant's plan and usage, or enforces a limit,
 -- calls these two functions (queue_send in SQL, queue creation and the queue listing in Python).
-
-CREATE FUNCTION plan_usage(p_tenant uuid) RETURNS TABLE (
+CREATE OR REPLACE FUNCTION plan_usage(p_tenant uuid) RETURNS TABLE (
     max_queues int, messages_month bigint, max_message_bytes int, storage_bytes bigint, retention_days int,
     used_queues bigint, used_storage_bytes bigint, used_messages_month bigint
 ) LANGUAGE sql STABLE AS $$
@@ -16,7 +15,7 @@ $$;
 
 -- Refuse what would go over the plan: a message larger than allowed (p_largest bytes), p_messages
 -- more messages this month, any message once storage is used up, p_queues more queues.
-CREATE FUNCTION plan_check(p_tenant uuid, p_largest int, p_messages int, p_queues int) RETURNS void
+CREATE OR REPLACE FUNCTION plan_check(p_tenant uuid, p_largest int, p_messages int, p_queues int) RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 DECLARE lim plans;
 BEGIN
@@ -42,44 +41,4 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = 'PB403', DETAIL = 'max_queues',
             MESSAGE = format('The plan allows %s queues (queues.max_queues).', lim.max_queues);
     END IF;
-END $$;
-
-CREATE OR REPLACE FUNCTION queue_send(
-    p_tenant uuid, p_project uuid, p_name text, p_anonymous boolean,
-    p_messages text[], p_sizes int[], p_largest int, p_delay float8, p_headers jsonb
-) RETURNS SETOF bigint LANGUAGE plpgsql AS $$
-DECLARE
-    q queues;
-    v_n int := cardinality(p_messages);
-BEGIN
-    q := queue_find(p_tenant, p_project, p_name);
-    IF p_anonymous AND NOT q.app_send THEN
-        RAISE EXCEPTION USING ERRCODE = 'PB404', MESSAGE = 'No such queue in this environment.';
-    END IF;
-    PERFORM plan_check(p_tenant, p_largest, v_n, 0);
-    INSERT INTO tenant_monthly_messages AS u (tenant_id, month, slot, messages)
-    VALUES (p_tenant, date_trunc('month', clock_timestamp())::date, pg_backend_pid() % 8, v_n)
-    ON CONFLICT (tenant_id, month, slot) DO UPDATE SET messages = u.messages + excluded.messages;
-    IF EXISTS (SELECT 1 FROM waiters WHERE channel = 'queue_' || q.id AND until > clock_timestamp()) THEN
-        PERFORM pg_notify('queue_' || q.id, '');
-    END IF;
-    RETURN QUERY
-    INSERT INTO queue_messages (queue_id, vt, message, headers, size)
-    SELECT q.id, clock_timestamp() + p_delay * interval '1 second', u.m::jsonb, p_headers, u.s
-    FROM unnest(p_messages, p_sizes) WITH ORDINALITY AS u(m, s, n)
-    ORDER BY u.n
-    RETURNING msg_id;
-END $$;
-
--- The caller always names the project (the key's own, or its tenant's `default`, which the domain
--- layer resolves once): the default-project lookup lives in one place, in Python.
-CREATE OR REPLACE FUNCTION queue_find(p_tenant uuid, p_project uuid, p_name text) RETURNS queues
-LANGUAGE plpgsql STABLE AS $$
-DECLARE q queues;
-BEGIN
-    SELECT * INTO q FROM queues WHERE tenant_id = p_tenant AND project_id = p_project AND name = p_name;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION USING ERRCODE = 'PB404', MESSAGE = 'No such queue in this environment.';
-    END IF;
-    RETURN q;
 END $$;

@@ -1,13 +1,25 @@
--- durable_append refuses by raising, as every other SQL function does: ERRCODE = 'PB4xx' (the
--- status), DETAIL = the protocol's error code, HINT = a JSON object of the details the protocol's
--- headers carry (Stream-Next-Offset, Producer-Epoch, ...). Only successes come back as a row.
--- A body the service found invalid (JSON mode) arrives as its message and code, raised in its
--- place in the order of the checks.
-
-DROP FUNCTION durable_append(uuid, text, text, text, text, boolean, text, bigint, bigint, text, int, boolean,
-                             smallint, int, bytea);
-
-CREATE FUNCTION durable_append(
+-- ---- The append as one function: one round trip per append --------------------------------------
+-- Locks the stream's row, then applies the protocol's checks in the order the service documents:
+-- found / gone, Stream-Incarnation, closed, content type, (the caller's body validation), producer
+-- (epoch, seq), Stream-Seq; then appends one segment to the stream's log partition (the log engine's
+-- append statement, postbox.log.store._APPEND, for one record already framed by the caller), saves
+-- the producer, closes, renews a sliding lifetime and wakes long-pollers, all in one transaction.
+-- Refusals are outcomes, not exceptions: the caller turns them into errors whose details become
+-- protocol headers (Stream-Next-Offset, Producer-Epoch, Producer-Expected-Seq, ...).
+--   r_outcome: missing | gone | incarnation | closed | closed_again | closed_duplicate | content_type |
+--              invalid | producer_gap | producer_limit | epoch_stale | epoch_seq | duplicate |
+--              seq_conflict | appended | closed_now
+--   r_tail: the stream's tail (after the write); r_offset: where the appended data starts;
+--   r_value: the expected producer seq (producer_gap), current epoch (epoch_stale) or last seq (duplicate).
+-- p_frames NULL means no body: the write only closes. p_invalid: the body failed validation, answer
+-- `invalid` once the checks that come before validation have passed.
+--
+-- It refuses by raising, as every other SQL function does: ERRCODE = 'PB4xx' (the status),
+-- DETAIL = the protocol's error code, HINT = a JSON object of the details the protocol's headers
+-- carry (Stream-Next-Offset, Producer-Epoch, ...). Only successes come back as a row. A body the
+-- service found invalid (JSON mode) arrives as its message and code, raised in its place in the
+-- order of the checks.
+CREATE OR REPLACE FUNCTION durable_append(
     p_project uuid, p_name text, p_media text, p_incarnation text, p_seq text, p_close boolean,
     p_producer text, p_epoch bigint, p_pseq bigint, p_token text, p_max_producers int,
     p_invalid text, p_invalid_code text, p_codec smallint, p_raw int, p_frames bytea,

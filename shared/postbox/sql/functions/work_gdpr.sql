@@ -1,96 +1,27 @@
--- GDPR jobs of the work surface: erasure (redact or delete) and export of one actor's data.
---
--- A job is a row of work_gdpr_jobs worked through by the work-gdpr agent in bounded batches: each
--- batch is one call of a step function, in the transaction that holds the job row (FOR UPDATE SKIP
--- LOCKED), and records the step's cursor and progress with it, so a job resumes where its last
--- batch committed and two agents never work on the same job at once.
---
--- Every step function has one signature, (job, cursor after, limit) -> (n changed, next cursor;
--- NULL once the step is done), named work_gdpr_<erase|export>_<step>; the step lists are data in
--- postbox.work.gdpr, so another table's step (an audit journal's) is one more function and one
--- more name in the list.
---
--- What belongs to an actor (actor_type, actor_id):
---   * messages it published (source_type, source_id), with the dead-letter copies of them;
---   * its claims on any message (claimed_by = actor_id): the claim, its response, its fail reason;
---   * subscriptions whose subscriber it is, and their deliveries (responses, fail reasons);
---   * in events (`_events`): the correlation ids of its messages' events, the claimer, responses
---     and reasons its claims and deliveries put in events' payloads.
--- Redact overwrites those fields with a marker ({"redacted": true} for JSON, 'redacted' or NULL
--- for text); delete removes the rows it owns outright (its messages and their events and
--- deliveries, its subscriptions and their deliveries) and redacts its marks on others' messages.
-
-CREATE TABLE work_gdpr_jobs (
-    id                uuid PRIMARY KEY DEFAULT gen_random_uuid(),
-    tenant_id         uuid NOT NULL REFERENCES tenants(id) ON DELETE CASCADE,
-    kind              text NOT NULL CHECK (kind IN ('erasure', 'export')),
-    mode              text CHECK (mode IN ('redact', 'delete')),          -- erasure
-    format            text CHECK (format IN ('jsonl', 'json')),           -- export
-    compression       text CHECK (compression IN ('none', 'zstd')),       -- export
-    actor_type        text NOT NULL,
-    actor_id          text NOT NULL,
-    requested_by_type text,
-    requested_by_id   text,
-    state             text NOT NULL DEFAULT 'queued' CHECK (state IN ('queued', 'running', 'completed', 'failed')),
-    step              int NOT NULL DEFAULT 0,        -- index in the kind's step list
-    cursor            text,                          -- where the current step goes on
-    progress          jsonb NOT NULL DEFAULT '{}',   -- {step: rows processed}
-    attempts          int NOT NULL DEFAULT 0,        -- batches that failed (3 fail the job)
-    error             text,
-    result            jsonb,                         -- export: where the file is, its size and records
-    created_at        timestamptz NOT NULL DEFAULT clock_timestamp(),
-    started_at        timestamptz,
-    updated_at        timestamptz NOT NULL DEFAULT clock_timestamp(),
-    completed_at      timestamptz
-);
-CREATE INDEX work_gdpr_jobs_due ON work_gdpr_jobs (created_at) WHERE state IN ('queued', 'running');
-
--- An export's records, one part per batch (JSON lines), until the agent writes the file.
-CREATE TABLE work_gdpr_export_parts (
-    job_id   uuid NOT NULL REFERENCES work_gdpr_jobs(id) ON DELETE CASCADE,
-    part     int NOT NULL,
-    records  int NOT NULL,
-    lines    text NOT NULL,
-    PRIMARY KEY (job_id, part)
-);
-
--- Exports kept in the database (when no export bucket is configured): served by the download route.
-CREATE TABLE work_gdpr_export_files (
-    job_id     uuid PRIMARY KEY REFERENCES work_gdpr_jobs(id) ON DELETE CASCADE,
-    content    bytea NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT clock_timestamp()
-);
-
--- An actor's messages without a walk of the whole table. The claim and finish never change these
--- columns, so their updates stay in place (HOT). Events (source 'system') are not indexed.
-CREATE INDEX work_messages_source ON work_messages (tenant_id, source_type, source_id, seq)
-    WHERE source_type <> 'system';
-
 -- ---- helpers ------------------------------------------------------------------------------------
-
-CREATE FUNCTION work_gdpr_marker() RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$ SELECT '{"redacted": true}'::jsonb $$;
+CREATE OR REPLACE FUNCTION work_gdpr_marker() RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$ SELECT '{"redacted": true}'::jsonb $$;
 
 -- A JSON object with each of these keys that holds a value replaced by the marker.
-CREATE FUNCTION work_gdpr_mask(p_obj jsonb, p_keys text[]) RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
+CREATE OR REPLACE FUNCTION work_gdpr_mask(p_obj jsonb, p_keys text[]) RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
     SELECT coalesce(p_obj || (SELECT jsonb_object_agg(k, work_gdpr_marker()) FROM unnest(p_keys) k
                               WHERE jsonb_typeof(p_obj->k) NOT IN ('null') AND p_obj ? k), p_obj)
 $$;
 
 -- The ids of a walk of the whole message table by id (every tenant: bounded by p_limit rows looked
 -- at, whatever they hold), after p_after.
-CREATE FUNCTION work_gdpr_walk(p_after text, p_limit int) RETURNS uuid[] LANGUAGE sql STABLE AS $$
+CREATE OR REPLACE FUNCTION work_gdpr_walk(p_after text, p_limit int) RETURNS uuid[] LANGUAGE sql STABLE AS $$
     SELECT coalesce(array_agg(x.id ORDER BY x.id), '{}') FROM (
         SELECT id FROM work_messages WHERE id > coalesce(p_after::uuid, '00000000-0000-0000-0000-000000000000')
         ORDER BY id LIMIT p_limit) x
 $$;
 
 -- The next cursor of a walk: its last id, or NULL when it came short (the walk is done).
-CREATE FUNCTION work_gdpr_walk_next(p_ids uuid[], p_limit int) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+CREATE OR REPLACE FUNCTION work_gdpr_walk_next(p_ids uuid[], p_limit int) RETURNS text LANGUAGE sql IMMUTABLE AS $$
     SELECT CASE WHEN cardinality(p_ids) < p_limit THEN NULL ELSE p_ids[cardinality(p_ids)]::text END
 $$;
 
 -- Take back the counters of deleted live messages (pending, claimed), once per queue, in queue order.
-CREATE FUNCTION work_gdpr_uncount(p_queues bigint[], p_states text[]) RETURNS void LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION work_gdpr_uncount(p_queues bigint[], p_states text[]) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE r record;
 BEGIN
     FOR r IN SELECT u.q, count(*) FILTER (WHERE u.s = 'pending') AS p, count(*) FILTER (WHERE u.s = 'claimed') AS c
@@ -107,7 +38,7 @@ END $$;
 -- Of events caused by the actor's messages: redact clears the correlation id, delete removes them.
 -- Of events of the actor's claims (their message's claimer, or `claimed_by` in the payload) and of
 -- its subscriptions' deliveries: the response, reason and claimer in the payload are redacted.
-CREATE FUNCTION work_gdpr_erase_events(j work_gdpr_jobs, p_after text, p_limit int, OUT n int, OUT last text)
+CREATE OR REPLACE FUNCTION work_gdpr_erase_events(j work_gdpr_jobs, p_after text, p_limit int, OUT n int, OUT last text)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_ids uuid[] := work_gdpr_walk(p_after, p_limit);
@@ -160,7 +91,7 @@ BEGIN
 END $$;
 
 -- Messages the actor published (and their dead-letter copies), by the source index.
-CREATE FUNCTION work_gdpr_erase_messages(j work_gdpr_jobs, p_after text, p_limit int, OUT n int, OUT last text)
+CREATE OR REPLACE FUNCTION work_gdpr_erase_messages(j work_gdpr_jobs, p_after text, p_limit int, OUT n int, OUT last text)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_ids uuid[];
@@ -195,7 +126,7 @@ END $$;
 
 -- The actor's claims on any message: its response, its fail reason and its name as the claimer.
 -- (The same in both modes: the message is its publisher's.)
-CREATE FUNCTION work_gdpr_erase_claims(j work_gdpr_jobs, p_after text, p_limit int, OUT n int, OUT last text)
+CREATE OR REPLACE FUNCTION work_gdpr_erase_claims(j work_gdpr_jobs, p_after text, p_limit int, OUT n int, OUT last text)
 LANGUAGE plpgsql AS $$
 DECLARE v_ids uuid[] := work_gdpr_walk(p_after, p_limit);
 BEGIN
@@ -211,7 +142,7 @@ END $$;
 
 -- Deliveries of the actor's subscriptions: redacted (response, fail reason), or deleted, their
 -- broadcast messages settling as they would when the subscription is deleted.
-CREATE FUNCTION work_gdpr_erase_deliveries(j work_gdpr_jobs, p_after text, p_limit int, OUT n int, OUT last text)
+CREATE OR REPLACE FUNCTION work_gdpr_erase_deliveries(j work_gdpr_jobs, p_after text, p_limit int, OUT n int, OUT last text)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_subs uuid[];
@@ -257,7 +188,7 @@ END $$;
 
 -- The actor's subscriptions: the subscriber's name redacted, or the subscription deleted (with any
 -- delivery made since the deliveries step, its messages settling).
-CREATE FUNCTION work_gdpr_erase_subscriptions(j work_gdpr_jobs, p_after text, p_limit int, OUT n int, OUT last text)
+CREATE OR REPLACE FUNCTION work_gdpr_erase_subscriptions(j work_gdpr_jobs, p_after text, p_limit int, OUT n int, OUT last text)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_subs uuid[];
@@ -280,10 +211,43 @@ BEGIN
     last := CASE WHEN n < p_limit THEN NULL ELSE 'more' END;
 END $$;
 
+CREATE OR REPLACE FUNCTION work_gdpr_erase_audit(j work_gdpr_jobs, p_after text, p_limit int, OUT n int, OUT last text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_lo bigint := coalesce(p_after::bigint, 0);
+    v_hi bigint := coalesce(p_after::bigint, 0) + p_limit;
+    v_mine uuid[];
+    v_more int;
+BEGIN
+    v_mine := ARRAY(SELECT DISTINCT r.message_id FROM work_journal r JOIN work_messages m ON m.id = r.message_id
+                    WHERE r.seq > v_lo AND r.seq <= v_hi AND r.tenant_id = j.tenant_id
+                      AND m.source_type = j.actor_type AND m.source_id = j.actor_id);
+    IF j.mode = 'delete' THEN
+        DELETE FROM work_journal r
+        WHERE r.seq > v_lo AND r.seq <= v_hi AND r.tenant_id = j.tenant_id AND r.message_id = ANY (v_mine);
+    ELSE
+        UPDATE work_journal r
+        SET correlation_id = NULL, payload = CASE WHEN r.payload IS NOT NULL THEN work_gdpr_marker() END
+        WHERE r.seq > v_lo AND r.seq <= v_hi AND r.tenant_id = j.tenant_id AND r.message_id = ANY (v_mine);
+    END IF;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    UPDATE work_journal r
+    SET actor_type = CASE WHEN r.actor_type = j.actor_type AND r.actor_id = j.actor_id THEN 'redacted'
+                          ELSE r.actor_type END,
+        actor_id = CASE WHEN r.actor_type = j.actor_type AND r.actor_id = j.actor_id THEN 'redacted'
+                        ELSE r.actor_id END,
+        payload = CASE WHEN r.payload IS NOT NULL THEN work_gdpr_marker() END
+    WHERE r.seq > v_lo AND r.seq <= v_hi AND r.tenant_id = j.tenant_id
+      AND ((r.actor_type = j.actor_type AND r.actor_id = j.actor_id) OR r.payload->>'claimed_by' = j.actor_id);
+    GET DIAGNOSTICS v_more = ROW_COUNT;
+    n := n + v_more;
+    last := CASE WHEN v_hi >= work_journal_last_seq() THEN NULL ELSE v_hi::text END;
+END $$;
+
 -- ---- export steps -------------------------------------------------------------------------------
 
 -- Append one part of JSON lines (records as given) to the job's export; answers how many.
-CREATE FUNCTION work_gdpr_export_part(p_job uuid, p_records jsonb[]) RETURNS int LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION work_gdpr_export_part(p_job uuid, p_records jsonb[]) RETURNS int LANGUAGE plpgsql AS $$
 BEGIN
     IF coalesce(cardinality(p_records), 0) = 0 THEN
         RETURN 0;
@@ -295,7 +259,7 @@ BEGIN
     RETURN cardinality(p_records);
 END $$;
 
-CREATE FUNCTION work_gdpr_export_messages(j work_gdpr_jobs, p_after text, p_limit int, OUT n int, OUT last text)
+CREATE OR REPLACE FUNCTION work_gdpr_export_messages(j work_gdpr_jobs, p_after text, p_limit int, OUT n int, OUT last text)
 LANGUAGE plpgsql AS $$
 DECLARE v_rows jsonb[]; v_seqs bigint[];
 BEGIN
@@ -313,7 +277,7 @@ BEGIN
     last := CASE WHEN cardinality(v_seqs) < p_limit THEN NULL ELSE v_seqs[cardinality(v_seqs)]::text END;
 END $$;
 
-CREATE FUNCTION work_gdpr_export_claims(j work_gdpr_jobs, p_after text, p_limit int, OUT n int, OUT last text)
+CREATE OR REPLACE FUNCTION work_gdpr_export_claims(j work_gdpr_jobs, p_after text, p_limit int, OUT n int, OUT last text)
 LANGUAGE plpgsql AS $$
 DECLARE v_ids uuid[] := work_gdpr_walk(p_after, p_limit);
 BEGIN
@@ -329,7 +293,7 @@ BEGIN
     last := work_gdpr_walk_next(v_ids, p_limit);
 END $$;
 
-CREATE FUNCTION work_gdpr_export_deliveries(j work_gdpr_jobs, p_after text, p_limit int, OUT n int, OUT last text)
+CREATE OR REPLACE FUNCTION work_gdpr_export_deliveries(j work_gdpr_jobs, p_after text, p_limit int, OUT n int, OUT last text)
 LANGUAGE plpgsql AS $$
 DECLARE v_rows jsonb[]; v_keys text[];
 BEGIN
@@ -349,7 +313,7 @@ BEGIN
     last := CASE WHEN n < p_limit THEN NULL ELSE v_keys[n] END;
 END $$;
 
-CREATE FUNCTION work_gdpr_export_subscriptions(j work_gdpr_jobs, p_after text, p_limit int, OUT n int, OUT last text)
+CREATE OR REPLACE FUNCTION work_gdpr_export_subscriptions(j work_gdpr_jobs, p_after text, p_limit int, OUT n int, OUT last text)
 LANGUAGE plpgsql AS $$
 DECLARE v_rows jsonb[];
 BEGIN
@@ -365,4 +329,22 @@ BEGIN
     JOIN work_queues q ON q.id = x.queue_id;
     n := work_gdpr_export_part(j.id, v_rows);
     last := CASE WHEN n < p_limit THEN NULL ELSE (v_rows[n]->>'id') END;
+END $$;
+
+CREATE OR REPLACE FUNCTION work_gdpr_export_audit(j work_gdpr_jobs, p_after text, p_limit int, OUT n int, OUT last text)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_lo bigint := coalesce(p_after::bigint, 0);
+    v_hi bigint := coalesce(p_after::bigint, 0) + p_limit;
+BEGIN
+    n := work_gdpr_export_part(j.id, ARRAY(
+        SELECT jsonb_build_object('record', 'audit', 'event_type', r.event_type, 'at', r.at,
+                                  'scope_id', r.scope_id, 'resource_type', r.resource_type,
+                                  'resource_id', coalesce(r.resource_id, r.message_id::text),
+                                  'correlation_id', r.correlation_id, 'outcome', r.outcome, 'details', r.payload)
+        FROM work_journal r
+        WHERE r.seq > v_lo AND r.seq <= v_hi AND r.tenant_id = j.tenant_id
+          AND r.actor_type = j.actor_type AND r.actor_id = j.actor_id
+        ORDER BY r.seq));
+    last := CASE WHEN v_hi >= work_journal_last_seq() THEN NULL ELSE v_hi::text END;
 END $$;

@@ -1,0 +1,309 @@
+-- Add deltas to a queue's counters and its tenant's stored bytes, on this backend's slot.
+CREATE OR REPLACE FUNCTION queue_count(
+    p_queue bigint, p_sent bigint, p_removed bigint, p_live_bytes bigint,
+    p_archived bigint, p_archive_rows bigint, p_archive_bytes bigint, p_dead bigint
+) RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    v_slot int := pg_backend_pid() % 8;
+    v_tenant uuid;
+BEGIN
+    INSERT INTO queue_counters AS c
+        (queue_id, slot, sent, removed, live_bytes, archived_total, archive_rows, archive_bytes, dead_total)
+    VALUES (p_queue, v_slot, p_sent, p_removed, p_live_bytes, p_archived, p_archive_rows, p_archive_bytes, p_dead)
+    ON CONFLICT (queue_id, slot) DO UPDATE SET
+        sent = c.sent + excluded.sent,
+        removed = c.removed + excluded.removed,
+        live_bytes = c.live_bytes + excluded.live_bytes,
+        archived_total = c.archived_total + excluded.archived_total,
+        archive_rows = c.archive_rows + excluded.archive_rows,
+        archive_bytes = c.archive_bytes + excluded.archive_bytes,
+        dead_total = c.dead_total + excluded.dead_total;
+    IF p_live_bytes + p_archive_bytes <> 0 THEN
+        SELECT tenant_id INTO v_tenant FROM queues WHERE id = p_queue;
+        IF v_tenant IS NOT NULL THEN
+            INSERT INTO tenant_storage AS t (tenant_id, slot, stored_bytes)
+            VALUES (v_tenant, v_slot, p_live_bytes + p_archive_bytes)
+            ON CONFLICT (tenant_id, slot) DO UPDATE SET stored_bytes = t.stored_bytes + excluded.stored_bytes;
+        END IF;
+    END IF;
+END $$;
+
+CREATE OR REPLACE FUNCTION queue_messages_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE r record;
+BEGIN
+    IF current_setting('postbox.counted', true) = 'on' THEN  -- the statement counted itself
+        RETURN NULL;
+    END IF;
+    FOR r IN SELECT queue_id, count(*) AS n, sum(size) AS b FROM new_rows GROUP BY queue_id LOOP
+        PERFORM queue_count(r.queue_id, r.n, 0, r.b, 0, 0, 0, 0);
+    END LOOP;
+    -- Dead letters moved here from another queue count as dead in the queue they left.
+    FOR r IN SELECT dead_from, count(*) AS n FROM new_rows WHERE dead_from IS NOT NULL GROUP BY dead_from LOOP
+        PERFORM queue_count(r.dead_from, 0, 0, 0, 0, 0, 0, r.n);
+    END LOOP;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION queue_messages_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE r record;
+BEGIN
+    IF current_setting('postbox.counted', true) = 'on' THEN  -- the statement counted itself
+        RETURN NULL;
+    END IF;
+    FOR r IN SELECT queue_id, count(*) AS n, sum(size) AS b FROM old_rows GROUP BY queue_id LOOP
+        PERFORM queue_count(r.queue_id, 0, r.n, -r.b, 0, 0, 0, 0);
+    END LOOP;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION queue_archive_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE r record;
+BEGIN
+    IF current_setting('postbox.counted', true) = 'on' THEN  -- the statement counted itself
+        RETURN NULL;
+    END IF;
+    FOR r IN SELECT queue_id, count(*) AS n, sum(size) AS b, count(*) FILTER (WHERE dead) AS d
+             FROM new_rows GROUP BY queue_id LOOP
+        PERFORM queue_count(r.queue_id, 0, 0, 0, r.n - r.d, r.n, r.b, r.d);
+    END LOOP;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE FUNCTION queue_archive_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE r record;
+BEGIN
+    IF current_setting('postbox.counted', true) = 'on' THEN  -- the statement counted itself
+        RETURN NULL;
+    END IF;
+    FOR r IN SELECT queue_id, count(*) AS n, sum(size) AS b FROM old_rows GROUP BY queue_id LOOP
+        PERFORM queue_count(r.queue_id, 0, 0, 0, 0, -r.n, -r.b, 0);
+    END LOOP;
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE TRIGGER queue_messages_ins AFTER INSERT ON queue_messages
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION queue_messages_inserted();
+
+CREATE OR REPLACE TRIGGER queue_messages_del AFTER DELETE ON queue_messages
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION queue_messages_deleted();
+
+CREATE OR REPLACE TRIGGER queue_archive_ins AFTER INSERT ON queue_archive
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION queue_archive_inserted();
+
+CREATE OR REPLACE TRIGGER queue_archive_del AFTER DELETE ON queue_archive
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION queue_archive_deleted();
+
+-- ---- Hot paths as functions: one round trip per call -------------------------------------------
+-- Errors a caller may hit are raised with SQLSTATEs of class PB (PB404, PB403, PB413) and mapped to
+-- the domain's typed errors in Python. Claims use `LIMIT (SELECT n)` and `= ANY (ARRAY(...))` so
+-- the plan stays an index walk in msg_id order whatever the planner's statistics say of the queue.
+
+-- The caller always names the project (the key's own, or its tenant's `default`, which the domain
+-- layer resolves once): the default-project lookup lives in one place, in Python.
+CREATE OR REPLACE FUNCTION queue_find(p_tenant uuid, p_project uuid, p_name text) RETURNS queues
+LANGUAGE plpgsql STABLE AS $$
+DECLARE q queues;
+BEGIN
+    SELECT * INTO q FROM queues WHERE tenant_id = p_tenant AND project_id = p_project AND name = p_name;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION USING ERRCODE = 'PB404', MESSAGE = 'No such queue in this environment.';
+    END IF;
+    RETURN q;
+END $$;
+
+CREATE OR REPLACE FUNCTION queue_head_created() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO queue_heads (queue_id) VALUES (NEW.id);
+    RETURN NULL;
+END $$;
+
+CREATE OR REPLACE TRIGGER queue_head_created AFTER INSERT ON queues FOR EACH ROW EXECUTE FUNCTION queue_head_created();
+
+-- Pull a queue's head back to `p_id` so the next claim walks from there. Without `p_wait`, a busy
+-- head row is left alone (that queue's next full walk finds the message instead).
+CREATE OR REPLACE FUNCTION queue_head_back(p_queue bigint, p_id bigint, p_wait boolean) RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF p_wait THEN
+        UPDATE queue_heads SET head = p_id WHERE queue_id = p_queue AND head > p_id;
+    ELSE
+        UPDATE queue_heads SET head = p_id
+        WHERE queue_id = (SELECT l.queue_id FROM queue_heads l WHERE l.queue_id = p_queue FOR UPDATE SKIP LOCKED)
+          AND head > p_id;
+    END IF;
+END $$;
+
+-- Take the kick if it is free; true when this caller took it (and must start the dispatch).
+CREATE OR REPLACE FUNCTION consumer_kick_take(p_queue bigint, p_seconds float8) RETURNS boolean
+LANGUAGE sql AS $$
+    INSERT INTO consumer_kicks AS k (queue_id, until)
+    VALUES (p_queue, clock_timestamp() + p_seconds * interval '1 second')
+    ON CONFLICT (queue_id) DO UPDATE SET until = excluded.until WHERE k.until <= clock_timestamp()
+    RETURNING true
+$$;
+
+-- queue_send answers, beside each new id, the queue's id when this send took the kick: a queue
+-- with an enabled consumer and no dispatch on its way. A queue without a consumer pays nothing
+-- (the queue row is already in hand); a busy consumer costs one primary-key read.
+CREATE OR REPLACE FUNCTION queue_send(
+    p_tenant uuid, p_project uuid, p_name text, p_anonymous boolean,
+    p_messages text[], p_sizes int[], p_largest int, p_delay float8, p_headers jsonb
+) RETURNS TABLE (sent_id bigint, dispatch_queue bigint) LANGUAGE plpgsql AS $$
+DECLARE
+    q queues;
+    v_n int := cardinality(p_messages);
+    v_kick boolean := false;
+BEGIN
+    q := queue_find(p_tenant, p_project, p_name);
+    IF p_anonymous AND NOT q.app_send THEN
+        RAISE EXCEPTION USING ERRCODE = 'PB404', MESSAGE = 'No such queue in this environment.';
+    END IF;
+    PERFORM plan_check(p_tenant, p_largest, v_n, 0);
+    INSERT INTO tenant_monthly_messages AS u (tenant_id, month, slot, messages)
+    VALUES (p_tenant, date_trunc('month', clock_timestamp())::date, pg_backend_pid() % 8, v_n)
+    ON CONFLICT (tenant_id, month, slot) DO UPDATE SET messages = u.messages + excluded.messages;
+    IF EXISTS (SELECT 1 FROM waiters WHERE channel = 'queue_' || q.id AND until > clock_timestamp()) THEN
+        PERFORM pg_notify('queue_' || q.id, '');
+    END IF;
+    IF q.consumer IS NOT NULL AND p_delay <= 0 AND v_n > 0
+       AND (q.consumer->>'enabled')::boolean IS NOT FALSE AND coalesce(q.consumer->>'function_name', '') <> ''
+       AND NOT EXISTS (SELECT 1 FROM consumer_kicks WHERE queue_id = q.id AND until > clock_timestamp()) THEN
+        v_kick := coalesce(consumer_kick_take(q.id, 90), false);
+    END IF;
+    RETURN QUERY
+    INSERT INTO queue_messages (queue_id, vt, message, headers, size)
+    SELECT q.id, clock_timestamp() + p_delay * interval '1 second', u.m::jsonb, p_headers, u.s
+    FROM unnest(p_messages, p_sizes) WITH ORDINALITY AS u(m, s, n)
+    ORDER BY u.n
+    RETURNING queue_messages.msg_id, CASE WHEN v_kick THEN q.id END;
+END $$;
+
+-- Claim up to p_qty visible messages of queue p_queue for p_vt seconds. A claimed message already
+-- read max_reads times is dead-lettered by the same statement instead of being handed out: moved
+-- to the dead-letter queue (keeping its id) or archived as dead (a move lost in a crash is simply
+-- made again by the next read).
+CREATE OR REPLACE FUNCTION queue_claim(p_queue bigint, p_qty int, p_vt float8, p_max_reads int, p_dlq bigint)
+RETURNS TABLE (r_msg_id bigint, r_read_ct int, r_enqueued_at float8, r_vt float8, r_message jsonb, r_headers jsonb)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_head    bigint;
+    v_scanned timestamptz;
+    v_full    boolean;
+    v_live    tid[];
+    v_dead    bigint[];
+    v_next    bigint;
+BEGIN
+    -- A claim does not wait for its WAL flush: lost in a crash, it only makes the messages
+    -- visible again (at-least-once delivery holds). Sends, archives, deletes and pops still wait.
+    PERFORM set_config('synchronous_commit', 'off', true);
+    SELECT h.head, h.scanned_at INTO v_head, v_scanned FROM queue_heads h WHERE h.queue_id = p_queue;
+    v_full := v_scanned IS NULL OR v_scanned < clock_timestamp() - interval '250 milliseconds';
+    IF v_full AND v_scanned IS NOT NULL THEN
+        -- One full walk at a time per queue: the others claim from the head meanwhile.
+        v_full := pg_try_advisory_xact_lock(x'5048'::int, (p_queue % 2147483648)::int);  -- "PH"
+    END IF;
+
+    -- The candidates in id order, split into those to hand out and those read max_reads times.
+    -- Those handed out are known by their row's ctid, stable while this transaction holds the row
+    -- lock, so the update below fetches them directly instead of through the index again.
+    SELECT coalesce(array_agg(c.ctid) FILTER (WHERE p_max_reads IS NULL OR c.read_ct < p_max_reads), '{}'),
+           coalesce(array_agg(c.msg_id) FILTER (WHERE c.read_ct >= p_max_reads), '{}'),
+           max(c.msg_id) + 1
+    INTO v_live, v_dead, v_next
+    FROM (
+        SELECT q.ctid, q.msg_id, q.read_ct FROM queue_messages q
+        WHERE q.queue_id = p_queue AND q.msg_id >= CASE WHEN v_full THEN 0 ELSE v_head END
+          AND q.vt <= clock_timestamp()
+        ORDER BY q.msg_id LIMIT (SELECT p_qty) FOR UPDATE SKIP LOCKED
+    ) c;
+
+    -- Dead-letter in the same statement that would have handed them out: to the dead-letter queue
+    -- (keeping their ids, so its head comes back to them) or to the archive as dead.
+    IF cardinality(v_dead) > 0 THEN
+        WITH expired AS (
+            DELETE FROM queue_messages m WHERE m.queue_id = p_queue AND m.msg_id = ANY (v_dead) RETURNING m.*
+        ), to_dead_letter_queue AS (
+            INSERT INTO queue_messages (queue_id, msg_id, vt, read_ct, enqueued_at, message, headers, size, dead_from)
+            SELECT p_dlq, e.msg_id, clock_timestamp(), 0, e.enqueued_at, e.message, e.headers, e.size, p_queue
+            FROM expired e WHERE p_dlq IS NOT NULL
+        )
+        INSERT INTO queue_archive (queue_id, msg_id, read_ct, enqueued_at, vt, message, headers, size, dead)
+        SELECT p_queue, e.msg_id, e.read_ct, e.enqueued_at, e.vt, e.message, e.headers, e.size, true
+        FROM expired e WHERE p_dlq IS NULL;
+        IF p_dlq IS NOT NULL THEN
+            PERFORM queue_head_back(p_dlq, (SELECT min(d) FROM unnest(v_dead) d), false);
+        END IF;
+    END IF;
+
+    IF cardinality(v_live) > 0 THEN
+        RETURN QUERY
+        UPDATE queue_messages m
+        SET vt = clock_timestamp() + p_vt * interval '1 second', read_ct = m.read_ct + 1
+        WHERE m.ctid = ANY (v_live) AND m.queue_id = p_queue
+        RETURNING m.msg_id, m.read_ct, date_part('epoch', m.enqueued_at), date_part('epoch', m.vt),
+                  m.message, m.headers;
+    END IF;
+
+    -- Move the head past what was taken. A claim hiding its messages for under a second leaves it
+    -- where it is, so they are found again as soon as they come back. A full walk that filled its
+    -- batch may pull the head back to where it found visible messages.
+    IF p_vt < 1 THEN
+        v_next := NULL;
+    END IF;
+    IF v_full OR v_next > v_head THEN
+        UPDATE queue_heads h SET
+            scanned_at = CASE WHEN v_full THEN clock_timestamp() ELSE h.scanned_at END,
+            head = CASE
+                WHEN v_next IS NULL THEN h.head
+                WHEN v_full AND cardinality(v_live) + cardinality(v_dead) = p_qty THEN v_next
+                ELSE greatest(h.head, v_next)
+            END
+        WHERE h.queue_id = (SELECT l.queue_id FROM queue_heads l WHERE l.queue_id = p_queue FOR UPDATE SKIP LOCKED);
+    END IF;
+END $$;
+
+-- The read of the queues API answers one JSON array of message objects in id order: the client
+-- parses one document instead of a row and a jsonb value per message, which was most of the
+-- Python time of a read of 100.
+CREATE OR REPLACE FUNCTION queue_read(p_tenant uuid, p_project uuid, p_name text, p_qty int, p_vt float8) RETURNS json
+LANGUAGE plpgsql AS $$
+DECLARE q queues;
+BEGIN
+    q := queue_find(p_tenant, p_project, p_name);
+    RETURN (
+        SELECT coalesce(json_agg(m ORDER BY m.msg_id), '[]')
+        FROM (SELECT c.r_msg_id AS msg_id, c.r_read_ct AS read_ct, c.r_enqueued_at AS enqueued_at, c.r_vt AS vt,
+                     c.r_message AS message, c.r_headers AS headers
+              FROM queue_claim(q.id, p_qty, coalesce(p_vt, q.visibility_timeout_sec), q.max_reads,
+                               q.dead_letter_queue_id) c) m
+    );
+END $$;
+
+-- Move waiting messages to the archive; returns the ids that were waiting in this queue.
+-- A move leaves the queue's stored bytes (and its tenant's) unchanged, so it counts itself with one
+-- counter update and tells the two statement triggers it fires to stand aside (postbox.counted).
+CREATE OR REPLACE FUNCTION queue_archive_ids(p_queue bigint, p_ids bigint[]) RETURNS bigint[]
+LANGUAGE plpgsql AS $$
+DECLARE v_ids bigint[]; v_n bigint; v_bytes bigint;
+BEGIN
+    PERFORM set_config('postbox.counted', 'on', true);  -- the two statement triggers stand aside
+    WITH moved AS (
+        DELETE FROM queue_messages WHERE queue_id = p_queue AND msg_id = ANY (p_ids) RETURNING *
+    ), archived AS (
+        INSERT INTO queue_archive (queue_id, msg_id, read_ct, enqueued_at, vt, message, headers, size)
+        SELECT queue_id, msg_id, read_ct, enqueued_at, vt, message, headers, size FROM moved
+        RETURNING msg_id, size
+    )
+    SELECT coalesce(array_agg(msg_id ORDER BY msg_id), '{}'), count(*), coalesce(sum(size), 0)
+    INTO v_ids, v_n, v_bytes FROM archived;
+    PERFORM set_config('postbox.counted', 'off', true);
+    IF v_n > 0 THEN
+        PERFORM queue_count(p_queue, 0, v_n, -v_bytes, v_n, v_n, v_bytes, 0);
+    END IF;
+    RETURN v_ids;
+END $$;
+
+CREATE OR REPLACE FUNCTION queue_archive(p_tenant uuid, p_project uuid, p_name text, p_ids bigint[]) RETURNS bigint[]
+LANGUAGE plpgsql AS $$
+BEGIN
+    RETURN queue_archive_ids((queue_find(p_tenant, p_project, p_name)).id, p_ids);
+END $$;

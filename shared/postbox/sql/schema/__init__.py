@@ -1,0 +1,1 @@
+"""SQL files of the schema (see README.md); read with importlib.resources."""
