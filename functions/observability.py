@@ -1,7 +1,14 @@
 """Logger, Metrics and Tracer for every function, wired the same way.
 
-Every log line of a request carries its correlation id (the API Gateway request id) and the tenant
-the authorizer resolved; the EMF metrics carry the tenant as a property (searchable in Logs
+Every request has one id, its correlation id: the API Gateway request id (`requestContext.requestId`;
+the local gateway makes one of the same shape), written as the surface's spec spells it (work's
+`req_…`, see `instrument`'s `request_id_prefix`). Every log line of the request carries it as
+`correlation_id`, with the tenant the authorizer resolved, and every answer carries it in
+`X-Request-Id`; a surface's error envelope that names a request id (work's `meta.request_id`) reads
+it from `request_id()`. Both are kept per thread (the local gateway serves concurrent requests of one
+function on the threads of one process), never on the shared Logger, and cleared when the request
+ends. The resolver's own error line (`request_logger()`) goes through the function's Logger, so a
+500's id is found in the logs; the EMF metrics carry the tenant as a property (searchable in Logs
 Insights) rather than a dimension, so a tenant count never multiplies the metric bill. Metrics go
 to the namespace NAMESPACE with the one dimension `service` = the function's logical name: the
 dashboard and alarms of the stack name exactly those (a test checks it).
@@ -13,7 +20,9 @@ built only when tracing is on: on AWS unless POWERTOOLS_TRACE_DISABLED is set, n
 from __future__ import annotations
 
 import functools
+import logging
 import os
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -37,8 +46,39 @@ def request_keys(event: Any) -> tuple[str | None, str | None]:
     return context.get("requestId"), answer.get("tenant_id") or None
 
 
-def instrument(service: str) -> tuple[Logger, Metrics, Callable[[Callable], Callable]]:
-    """(logger, metrics, decorator) for a function; the decorator wraps its Lambda handler."""
+REQUEST_ID_HEADER = "X-Request-Id"
+_KEYS = ("correlation_id", "tenant")
+_current = threading.local()  # .id and .logger of the request this thread serves
+_fallback = logging.getLogger("postbox.api")
+
+
+def request_id() -> str:
+    """The id of the request this thread is serving ("" outside one): the X-Request-Id it answers
+    and the correlation id of its log lines."""
+    return getattr(_current, "id", None) or ""
+
+
+def request_logger() -> logging.Logger | Logger:
+    """The Logger of the function serving this thread's request (its lines carry the request's id),
+    or the plain `postbox.api` logger outside a function's handler."""
+    return getattr(_current, "logger", None) or _fallback
+
+
+def _answer_with_id(result: Any, rid: str) -> Any:
+    if isinstance(result, dict) and "statusCode" in result:
+        headers = result.get("headers")
+        if not isinstance(headers, dict):
+            headers = result["headers"] = {}
+        headers[REQUEST_ID_HEADER] = rid
+    return result
+
+
+def instrument(service: str, request_id_prefix: str = "") -> tuple[Logger, Metrics, Callable[[Callable], Callable]]:
+    """(logger, metrics, decorator) for a function; the decorator wraps its Lambda handler.
+
+    For an API Gateway event the request's id is `request_id_prefix` + its requestId: the
+    correlation id of every line the request logs and the `X-Request-Id` of its answer (a spec
+    that fixes the id's shape, as work's `req_…`, names the prefix)."""
     logger = Logger(service=service)
     metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE_DEFAULT), service=service)
     metrics_disabled = os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() in ("1", "true")
@@ -58,14 +98,27 @@ def instrument(service: str) -> tuple[Logger, Metrics, Callable[[Callable], Call
         @functools.wraps(fn)
         def with_request_keys(event: dict, context: Any) -> Any:
             correlation_id, tenant = request_keys(event)
-            if correlation_id:
-                logger.set_correlation_id(correlation_id)
+            rid = request_id_prefix + correlation_id if correlation_id else None
+            # Per thread (a ContextVar of Powertools' formatter), not the Logger's shared keys.
+            keys = {k: v for k, v in (("correlation_id", rid), ("tenant", tenant)) if v}
+            if keys:
+                logger.thread_safe_append_keys(**keys)
             if tenant:
-                logger.append_keys(tenant=tenant)
                 metrics.add_metadata(key="tenant", value=tenant)
             else:  # metadata outlives a request that emitted no metric: never lend it the last tenant
                 metrics.metadata_set.pop("tenant", None)
-            return inner(event, context)
+            outer = getattr(_current, "id", None), getattr(_current, "logger", None)
+            _current.id, _current.logger = rid, logger
+            try:
+                result = inner(event, context)
+            except Exception:  # the function failed (API Gateway answers its own 500): a line with the id
+                if rid:
+                    logger.exception("handler failed")
+                raise
+            finally:
+                _current.id, _current.logger = outer
+                logger.thread_safe_remove_keys(_KEYS)
+            return _answer_with_id(result, rid) if rid else result
 
         # clear_state: one request's tenant and correlation id never leak into the next one's lines.
         # Disabled metrics are never flushed: no flush wrapper to run (and warn) on every request.

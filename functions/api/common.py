@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import logging
 import re
 import threading
 from collections.abc import Callable
@@ -18,11 +17,10 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder, Route
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
+from functions.observability import request_logger
 from postbox import inputs
 from postbox.errors import Forbidden, PostboxError, Unauthorized
 from postbox.tenancy import Principal
-
-logger = logging.getLogger("postbox.api")
 
 Envelope = Callable[[int, str, str, dict[str, Any]], dict[str, Any]]
 
@@ -127,8 +125,10 @@ class SurfaceResolver(APIGatewayHttpResolver):
 
         @self.exception_handler(Exception)
         def _unexpected(error: Exception) -> Response:
-            """Our own fault: logged, and answered in the surface's envelope (a 500 is safe to retry)."""
-            logger.exception("request failed: %s", type(error).__name__)
+            """Our own fault: logged through the function's Logger (the line carries the request's id,
+            which the envelope or `X-Request-Id` shows the caller), and answered in the surface's
+            envelope (a 500 is safe to retry)."""
+            request_logger().exception("request failed: %s", type(error).__name__)
             return json_response(500, envelope(500, "internal", "internal error", {}))
 
         @self.not_found

@@ -21,14 +21,22 @@ _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/java
                "application/x-www-form-urlencoded", "application/x-ndjson")
 
 
-_ID_PREFIX = os.urandom(8).hex()
+_ID_PREFIX = os.urandom(8)
 _ID_COUNTER = itertools.count()
 
 
 def request_id() -> str:
-    """A request id unique to this process and across processes (32 hex digits, as uuid4().hex),
-    without a system call per request: a random per-process prefix and a counter."""
-    return f"{_ID_PREFIX}{next(_ID_COUNTER) & 0xFFFFFFFFFFFFFFFF:016x}"
+    """A request id shaped as API Gateway's HTTP API ones (`requestContext.requestId`, the
+    `apigw-requestid` header: 11 bytes in base64, e.g. `JKJaXmPLvHcESHA=`), unique to this process
+    and across processes without a system call per request: a random per-process prefix (5 bytes)
+    and a counter (6 bytes)."""
+    return base64.b64encode(_ID_PREFIX[:5] + (next(_ID_COUNTER) & 0xFFFFFFFFFFFF).to_bytes(6, "big")).decode()
+
+
+def invocation_id() -> str:
+    """A Lambda invocation id (the context's `aws_request_id`) of this process: 32 hex digits, as
+    uuid4().hex, from the same prefix and counter."""
+    return f"{_ID_PREFIX.hex()}{next(_ID_COUNTER) & 0xFFFFFFFFFFFFFFFF:016x}"
 
 
 def is_text(content_type: str | None) -> bool:

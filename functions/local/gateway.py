@@ -37,6 +37,11 @@ TOO_LARGE = json_message(413, "Request Entity Too Large")
 _FAILED = json_message(500, "Internal Server Error")
 
 
+def _failed(rid: str) -> HttpResponse:
+    """API Gateway's own 500 for a function that failed, with the request's `apigw-requestid`."""
+    return HttpResponse(_FAILED.status, [*_FAILED.headers, ("apigw-requestid", rid)], _FAILED.body)
+
+
 def _size(payload: Any) -> int:
     """The bytes Lambda counts: the JSON of the event or of the function's answer (measured only
     when the body alone could come near the limit; the rest of an event is small)."""
@@ -85,7 +90,10 @@ class LocalGateway:
             return self._serve(method, path, query, headers, body, source_ip)[0]
         started = time.perf_counter()
         response, tenant_id = self._serve(method, path, query, headers, body, source_ip)
-        requestlog.record(method, path, response.status, (time.perf_counter() - started) * 1000, tenant_id)
+        ms = (time.perf_counter() - started) * 1000
+        # A failure's line names the request's id (what its answer showed): its log lines carry it.
+        rid = requestlog.request_id_of(response.headers) if response.status >= 400 else None
+        requestlog.record(method, path, response.status, ms, tenant_id, rid)
         return response
 
     def _serve(
@@ -111,21 +119,22 @@ class LocalGateway:
         context = answer.get("context", {})
         tenant_id = context.get("tenant_id")
         event["requestContext"]["authorizer"] = {"lambda": context}
+        rid = event["requestContext"]["requestId"]
         try:
             result = invoke(FUNCTIONS[route.function], event, route.function, self.timeout_s)
         except Exception:  # an unhandled error in a function is API Gateway's 500
-            logger.exception("%s failed", route.function)
-            return _FAILED, tenant_id
+            logger.exception("%s failed (request %s)", route.function, rid)
+            return _failed(rid), tenant_id
         if _size(result) > MAX_EVENT_BYTES:
-            logger.error("%s answered %s %s with more than %d bytes: Lambda refuses that response",
-                         route.function, method, path, MAX_EVENT_BYTES)
-            return _FAILED, tenant_id
+            logger.error("%s answered %s %s with more than %d bytes: Lambda refuses that response (request %s)",
+                         route.function, method, path, MAX_EVENT_BYTES, rid)
+            return _failed(rid), tenant_id
         response = read_response(result)
         if not _headers_are_latin1(response):
-            logger.error("%s answered %s %s with a header value HTTP cannot carry (not Latin-1)",
-                         route.function, method, path)
-            return _FAILED, tenant_id
-        response.headers.append(("apigw-requestid", event["requestContext"]["requestId"]))  # as API Gateway does
+            logger.error("%s answered %s %s with a header value HTTP cannot carry (not Latin-1) (request %s)",
+                         route.function, method, path, rid)
+            return _failed(rid), tenant_id
+        response.headers.append(("apigw-requestid", rid))  # as API Gateway does
         return response, tenant_id
 
     def too_large(self, method: str, path: str) -> HttpResponse:

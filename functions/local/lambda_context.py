@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from functions.local.events import request_id
+from functions.local.events import invocation_id
 
 
 class LocalContext:
@@ -13,7 +13,7 @@ class LocalContext:
         self.function_version = "$LATEST"
         self.memory_limit_in_mb = memory_mb
         self.invoked_function_arn = f"arn:aws:lambda:local:000000000000:function:{function_name}"
-        rid = request_id()  # formatted as a uuid, as Lambda's are
+        rid = invocation_id()  # formatted as a uuid, as Lambda's are
         self.aws_request_id = f"{rid[:8]}-{rid[8:12]}-{rid[12:16]}-{rid[16:20]}-{rid[20:]}"
         self.log_group_name = f"/aws/lambda/{function_name}"
         self.log_stream_name = "local"

@@ -1,4 +1,5 @@
-"""`postbox dev`'s request log: one line per request (method, path, status, milliseconds, tenant),
+"""`postbox dev`'s request log: one line per request (method, path, status, milliseconds, tenant, and
+for a failure the id its answer showed, which its functions' log lines carry as `correlation_id`),
 so a newcomer sees what their client sent and what it got without reading Powertools' JSON logs.
 
 On by default in `postbox dev` (`--quiet` or `POSTBOX_REQUEST_LOG=0` silences it), off in tests and
@@ -49,9 +50,19 @@ def tenant_label(tenant_id: str | None) -> str:
     return name
 
 
-def line(method: str, path: str, status: int, ms: float, tenant_id: str | None) -> str:
-    return f"{method} {path} {status} {ms:.1f} ms tenant={tenant_label(tenant_id)}"
+def request_id_of(headers: list[tuple[str, str]]) -> str | None:
+    """The id an answer showed its caller (`x-request-id`, else API Gateway's `apigw-requestid`):
+    the `correlation_id` of the function's log lines for that request."""
+    found = dict(headers)
+    return found.get("x-request-id") or found.get("apigw-requestid")
 
 
-def record(method: str, path: str, status: int, ms: float, tenant_id: str | None) -> None:
-    logger.info(line(method, path, status, ms, tenant_id))
+def line(method: str, path: str, status: int, ms: float, tenant_id: str | None, request_id: str | None = None) -> str:
+    """The request's line; a failed one (`request_id` given) ends with ` id=<its X-Request-Id>`."""
+    text = f"{method} {path} {status} {ms:.1f} ms tenant={tenant_label(tenant_id)}"
+    return f"{text} id={request_id}" if request_id else text
+
+
+def record(method: str, path: str, status: int, ms: float, tenant_id: str | None,
+           request_id: str | None = None) -> None:
+    logger.info(line(method, path, status, ms, tenant_id, request_id))

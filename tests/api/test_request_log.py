@@ -13,7 +13,8 @@ from functions.local.gateway import LocalGateway
 from postbox import tenancy
 from support.http import GatewayServer, client
 
-LINE = re.compile(r"(?P<method>[A-Z]+) (?P<path>\S+) (?P<status>\d{3}) (?P<ms>\d+\.\d) ms tenant=(?P<tenant>\S+)")
+LINE = re.compile(r"(?P<method>[A-Z]+) (?P<path>\S+) (?P<status>\d{3}) (?P<ms>\d+\.\d) ms tenant=(?P<tenant>\S+)"
+                  r"(?: id=(?P<id>\S+))?")
 
 
 class Lines(logging.Handler):
@@ -60,6 +61,22 @@ def test_each_request_logs_its_method_path_status_time_and_tenant(logged_gateway
         ("GET", "/no/such/route", "404", "-"),
     ]
     assert all(float(f["ms"]) > 0 for f in fields[:3])
+
+
+def test_a_failed_requests_line_names_the_id_its_answer_showed(logged_gateway, tenant):
+    """Only failures grow by the id (a success's line is as long as ever); it is the X-Request-Id the
+    caller saw, which the function's own log lines of that request carry as correlation_id."""
+    server, lines = logged_gateway
+    with client(server.url, tenant.key) as api:
+        ok = api.post("/api/v1/queues", json={"name": "ided"})
+        missing = api.get("/api/v1/queues/missing")
+        work = api.get("/v1/modules/scaiqueue/scopes/no-such-scope")
+    assert ok.status_code == 201 and missing.status_code == 404 and work.status_code == 404
+    fields = [_fields(line) for line in lines]
+    assert fields[0]["id"] is None
+    assert fields[1]["id"] == missing.headers["x-request-id"] == missing.headers["apigw-requestid"]
+    assert fields[2]["id"] == work.headers["x-request-id"] == work.json()["meta"]["request_id"]
+    assert fields[2]["id"] == "req_" + work.headers["apigw-requestid"]
 
 
 def test_a_too_large_body_is_logged_too(logged_gateway):

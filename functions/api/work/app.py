@@ -3,12 +3,12 @@ the registries (rules, schemas, HITL patterns) and subscriptions are routed by t
 
 Parses and shapes only. Answers `{"data": …}` (lists with `meta.next_cursor`); errors are
 `{"error": {"code", "message", "details"}, "meta": {"request_id"}}` with the same id in
-`X-Request-Id`. Every request of an authenticated tenant first takes a token from its rate limit.
+`X-Request-Id` and in every log line of the request (see `functions.observability`). Every request
+of an authenticated tenant first takes a token from its rate limit.
 """
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
@@ -28,7 +28,7 @@ from functions.api.work import (
     scopes,
     subscriptions,
 )
-from functions.api.work.envelope import MOUNT, app, caller, data, envelope, request_state
+from functions.api.work.envelope import MOUNT, REQUEST_ID_PREFIX, app, caller, data, envelope
 from functions.observability import instrument
 from functions.schedules import AGENTS
 from postbox import agents, jsoncodec
@@ -36,7 +36,7 @@ from postbox.tenancy import require
 from postbox.work import ratelimit
 from postbox.work.common import VIEW
 
-logger, metrics, lambda_handler = instrument("work")
+logger, metrics, lambda_handler = instrument("work", request_id_prefix=REQUEST_ID_PREFIX)
 MAX_BODY = 1024 * 1024  # a request body over this is a 413 before anything is parsed
 router = Router()
 
@@ -92,8 +92,7 @@ def _dumps(value: Any) -> str:
 
 @lambda_handler
 def handler(event: dict, context: Any) -> dict:
-    request_state.id = "req_" + uuid.uuid4().hex[:24]
     refused, limit_headers = _limited(event)
     result = refused or _too_large(event) or app.resolve(event, context)
-    result.setdefault("headers", {}).update({"X-Request-Id": request_state.id, **limit_headers})
+    result.setdefault("headers", {}).update(limit_headers)  # X-Request-Id: added by `lambda_handler`
     return result

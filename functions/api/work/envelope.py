@@ -3,23 +3,24 @@ the shapes of a success.
 
 Answers are `{"data": …}` (lists with `meta.next_cursor`); errors are
 `{"error": {"code", "message", "details"}, "meta": {"request_id"}}` with the same id in
-`X-Request-Id`.
+`X-Request-Id`: the request's one id (`functions.observability.request_id()`, `req_` + the API
+Gateway request id, as the spec spells it), which every log line of the request carries too.
 """
 
 from __future__ import annotations
 
-import threading
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from functions.api.common import SurfaceResolver, json_response, principal_from
 from functions.authorizer import key_from_headers
+from functions.observability import request_id
 from postbox.errors import Forbidden, Unauthorized
 from postbox.tenancy import Principal
 
 MOUNT = "/v1/modules/scaiqueue"
-request_state = threading.local()
+REQUEST_ID_PREFIX = "req_"  # the spec's `meta.request_id`: "req_..."
 
 # Postbox's generic codes as the work surface spells them.
 _CODES = {
@@ -61,7 +62,7 @@ def envelope(status: int, code: str, message: str, details: dict[str, Any]) -> d
     if "retry_after" in details:
         error["retry_after"] = details["retry_after"]
         error["details"] = {k: v for k, v in details.items() if k != "retry_after"}
-    return {"error": error, "meta": {"request_id": getattr(request_state, "id", "")}}
+    return {"error": error, "meta": {"request_id": request_id()}}
 
 
 class WorkResolver(SurfaceResolver):
