@@ -1,5 +1,5 @@
 """The Python examples of docs/client.md run as written, in order, against the local gateway, as a
-fresh tenant with a flows grant (the shell examples are run by tests/api/test_docs_walkthroughs.py)."""
+fresh tenant with a flows grant (the shell examples are run by tests/platform/test_docs_walkthroughs.py)."""
 
 from __future__ import annotations
 

@@ -18,14 +18,6 @@ LIFE = ["scaiqueue.message.published", "scaiqueue.message.claimed", "scaiqueue.m
         "scaiqueue.message.claimed", "scaiqueue.message.completed"]
 
 
-@pytest.fixture
-def scope(api):
-    return _ok(api.post(f"{W}/scopes", json={"slug": "audited"}), 201)
-
-
-@pytest.fixture
-def queue(api, scope):
-    return _ok(api.post(f"{W}/scopes/{scope['id']}/queues", json={"slug": "jobs"}), 201)
 
 
 @pytest.fixture

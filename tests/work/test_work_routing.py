@@ -13,11 +13,6 @@ from postbox.errors import NotFound, Unprocessable
 from postbox.work import browse, messages, queues, routing, scopes
 
 
-@pytest.fixture
-def scope(tenant):
-    return scopes.create_scope(tenant.principal, {"slug": "routed"})
-
-
 def _queue(tenant, scope, slug, **fields):
     return queues.create_queue(tenant.principal, scope["id"], {"slug": slug, **fields})
 

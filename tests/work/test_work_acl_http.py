@@ -21,10 +21,6 @@ ALL = ALL_OPERATIONS
 _fresh_cache = pytest.fixture(autouse=True)(fresh_authorizer_cache)
 
 
-@pytest.fixture
-def scope(api):
-    return _ok(api.post(f"{W}/scopes", json={"slug": "guarded"}), 201)
-
 
 @pytest.fixture
 def jobs(api, scope):

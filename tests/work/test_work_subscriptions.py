@@ -10,13 +10,8 @@ from datetime import datetime
 import pytest
 
 from postbox.errors import Conflict, NotFound, Unprocessable
-from postbox.work import browse, messages, queues, scopes, subscriptions, sweeps
+from postbox.work import browse, messages, queues, subscriptions, sweeps
 from support.clock import wait_for_db_clock
-
-
-@pytest.fixture
-def scope(tenant):
-    return scopes.create_scope(tenant.principal, {"slug": "fanout"})
 
 
 @pytest.fixture

@@ -20,10 +20,6 @@ PARAMETERS = [{"name": "customer"}, {"name": "order_id"}, {"name": "amount", "de
               {"name": "note", "required": False}]
 
 
-@pytest.fixture
-def scope(api):
-    return _ok(api.post(f"{W}/scopes", json={"slug": "reviews"}), 201)
-
 
 @pytest.fixture
 def pattern(api, scope):

@@ -13,11 +13,6 @@ from support.work_api import ok as _ok
 
 
 @pytest.fixture
-def scope(api):
-    return _ok(api.post(f"{W}/scopes", json={"slug": "orders"}), 201)
-
-
-@pytest.fixture
 def inbox(api, scope):
     return _ok(api.post(f"{W}/scopes/{scope['id']}/queues", json={"slug": "inbox"}), 201)
 

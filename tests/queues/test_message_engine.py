@@ -6,8 +6,7 @@ import threading
 from collections import Counter
 
 from postbox import db
-from postbox.messages import engine
-from postbox.queues import service
+from postbox.queues import engine, service
 
 
 def _queue(tenant, name="q", **settings):

@@ -9,17 +9,13 @@ import uuid
 import psycopg
 import pytest
 
-from postbox import db, tenancy
+from postbox import db
 from postbox.durable import lifecycle, reads, writes
 from postbox.durable.model import CreateSpec, Producer, Scope
 from postbox.errors import Conflict, Gone, Invalid, NotFound, PreconditionFailed
 
 JSON = "application/json"
 
-
-@pytest.fixture
-def scope(tenant) -> Scope:
-    return Scope(tenant.tenant_id, tenancy.project_id(tenant.principal))
 
 
 def name() -> str:

@@ -4,24 +4,12 @@ from __future__ import annotations
 
 import uuid
 
-import pytest
-
 from postbox import db
 from support.http import client
 from support.tenants import new_tenant
 from support.work_api import W
 from support.work_api import error as _error
 from support.work_api import ok as _ok
-
-
-@pytest.fixture
-def scope(api):
-    return _ok(api.post(f"{W}/scopes", json={"slug": "orders"}), 201)
-
-
-@pytest.fixture
-def queue(api, scope):
-    return _ok(api.post(f"{W}/scopes/{scope['id']}/queues", json={"slug": "jobs"}), 201)
 
 
 def _q(scope, queue):

@@ -32,14 +32,6 @@ def mint(api, **fields) -> dict:
     return _ok(api.post(keys_path(api), json={"subject_id": "agent-7", "allowed_operations": ALL, **fields}), 201)
 
 
-@pytest.fixture
-def scope(api):
-    return _ok(api.post(f"{W}/scopes", json={"slug": "keys"}), 201)
-
-
-@pytest.fixture
-def queue(api, scope):
-    return _ok(api.post(f"{W}/scopes/{scope['id']}/queues", json={"slug": "jobs"}), 201)
 
 
 def test_mint_list_get_and_the_raw_key_once(api, gateway, scope):

@@ -14,11 +14,6 @@ from support.work_api import ok as _ok
 
 
 @pytest.fixture
-def scope(api):
-    return _ok(api.post(f"{W}/scopes", json={"slug": "llm"}), 201)
-
-
-@pytest.fixture
 def q(api, scope):
     queue = _ok(api.post(f"{W}/scopes/{scope['id']}/queues", json={"slug": "out"}), 201)
     return f"{W}/scopes/{scope['id']}/queues/{queue['id']}"

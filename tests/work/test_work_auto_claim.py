@@ -10,17 +10,7 @@ import pytest
 
 from postbox import db
 from postbox.errors import Forbidden, NotFound
-from postbox.work import assign, messages, queues, scopes, subscriptions
-
-
-@pytest.fixture
-def scope(tenant):
-    """A scope whose subscriptions are dropped afterwards, so the agents (which sweep every tenant)
-    find nothing of this test's in the next one."""
-    made = scopes.create_scope(tenant.principal, {"slug": "inbox"})
-    yield made
-    with db.connection() as conn:
-        conn.execute("DELETE FROM work_subscriptions WHERE scope_id = %s", (made["id"],))
+from postbox.work import assign, messages, queues, subscriptions
 
 
 @pytest.fixture

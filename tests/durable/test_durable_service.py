@@ -8,15 +8,10 @@ import uuid
 
 import pytest
 
-from postbox import db, tenancy
+from postbox import db
 from postbox.durable import catalog, jsontext, lifecycle, offsets, reads, writes
 from postbox.durable.model import CreateSpec, Producer, Scope
 from postbox.errors import Conflict, Gone, Invalid, NotFound, PostboxError
-
-
-@pytest.fixture
-def scope(tenant) -> Scope:
-    return Scope(tenant.tenant_id, tenancy.project_id(tenant.principal))
 
 
 def name() -> str:
