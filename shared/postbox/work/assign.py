@@ -35,13 +35,13 @@ def list_deliveries(principal: Principal, scope_id: str, sub_id: str, state: str
     """The subscription's deliveries in one state, oldest first, with claim tokens (so `consume`)."""
     tenant_id = require(principal, CONSUME)
     scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), sub_id_of(sub_id)
-    after = decode_cursor(cursor) or 0
+    after = decode_cursor(cursor, "deliveries") or 0
     with db.connection() as conn, db.domain_errors():
         rows = conn.execute(_LIST, {"t": tenant_id, "s": scope_id, "x": sub_id, "state": state,
                                     "after": int(after), "n": limit + 1,
                                     "acl": acl.guard(principal, tenant_id, scope_id, CONSUME,
                                                      subscription=sub_id)}).fetchall()
-    rows, nxt = page(rows, limit, lambda r: r[0])
+    rows, nxt = page(rows, limit, "deliveries", lambda r: r[0])
     return [r[1] for r in rows], nxt
 
 

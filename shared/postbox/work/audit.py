@@ -104,12 +104,12 @@ def query_tenant(principal: Principal, tenant_id: str, **filters: Any) -> tuple[
 def _page(conn: psycopg.Connection, statement: str, where: dict[str, Any], *, event_type: str | None = None,
           actor_id: str | None = None, resource_type: str | None = None, correlation_id: str | None = None,
           limit: int = 50, cursor: str | None = None) -> tuple[list[dict], str | None]:
-    before = decode_cursor(cursor)
+    before = decode_cursor(cursor, "audit")
     rows = conn.execute(statement, {
         **where, "event_type": event_type, "actor_id": actor_id, "resource_type": resource_type,
         "correlation_id": correlation_id, "before": None if before is None else int(before),
         "n": limit + 1}).fetchall()
-    rows, nxt = page(rows, limit, lambda r: r[0])
+    rows, nxt = page(rows, limit, "audit", lambda r: r[0])
     return [r[1] for r in rows], nxt
 
 

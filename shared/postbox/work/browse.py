@@ -56,7 +56,7 @@ def list_messages(principal: Principal, scope_id: str, queue_id: str, state: str
                   cursor: str | None = None) -> tuple[list[dict], str | None]:
     tenant_id = require(principal, VIEW)
     scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
-    after = decode_cursor(cursor) or 0
+    after = decode_cursor(cursor, "messages") or 0
     with db.transaction() as conn:
         acl.load_scope(conn, principal, tenant_id, scope_id, VIEW, queue=queue_id)
         _check_queue(conn, tenant_id, scope_id, queue_id)
@@ -64,7 +64,7 @@ def list_messages(principal: Principal, scope_id: str, queue_id: str, state: str
             query = _LIST_LIVE if state in LIVE_STATES else _LIST_ENDED
             rows = conn.execute(query, {"s": scope_id, "q": queue_id, "state": state, "after": int(after),
                                         "n": limit + 1}).fetchall()
-    rows, nxt = page(rows, limit, lambda r: r[0])
+    rows, nxt = page(rows, limit, "messages", lambda r: r[0])
     return [r[1] for r in rows], nxt
 
 

@@ -57,14 +57,14 @@ def list_streams(principal: Principal, scope_id: str, state: str | None, limit: 
     """The scope's streams, newest first, optionally in one state."""
     tenant_id = require(principal, VIEW)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
-    before = decode_cursor(cursor)
+    before = decode_cursor(cursor, "streams")
     with db.connection() as conn:
         acl.load_scope(conn, principal, tenant_id, scope_id, VIEW)
         rows = conn.execute(
             f"SELECT st.id, {_DOC} FROM work_streams st WHERE st.scope_id = %s"
             " AND (%s::text IS NULL OR st.state = %s) AND (%s::bigint IS NULL OR st.id < %s)"
             " ORDER BY st.id DESC LIMIT %s", (scope_id, state, state, before, before, limit + 1)).fetchall()
-    rows, nxt = page(rows, limit, lambda r: r[0])
+    rows, nxt = page(rows, limit, "streams", lambda r: r[0])
     return [r[1] for r in rows], nxt
 
 

@@ -1,12 +1,12 @@
-"""What the work modules share: the operations they check, id parsing, JSON in, cursor pages."""
+"""What the work modules share: the operations they check, id parsing, JSON in, cursor pages (the
+shared `postbox.paging` cursors, refused as the work surface's 422 `VALIDATION_ERROR`)."""
 
 from __future__ import annotations
 
-import base64
 import uuid
 from typing import Any
 
-from .. import jsoncodec
+from .. import jsoncodec, paging
 from ..errors import NotFound, Unprocessable
 from ..tenancy import Principal, require
 
@@ -56,33 +56,13 @@ def as_json(value: Any) -> str:
     return jsoncodec.dumps(value, strict=True).decode()
 
 
-def encode_cursor(value: Any) -> str:
-    return base64.urlsafe_b64encode(jsoncodec.dumps(value)).decode().rstrip("=")
+def decode_cursor(cursor: str | None, listing: str, kind: type = int) -> Any:
+    """The position a cursor of `listing` names: a sequence number (`int`, within bigint) or a slug
+    (`str`), as `page` wrote it; None for the first page. Anything else is a 422 naming `cursor`."""
+    found = paging.decode(cursor, listing, (kind,), error=Unprocessable)
+    return None if found is None else found[0]
 
 
-_BIGINT = 2**63 - 1
-
-
-def decode_cursor(cursor: str | None, kind: type = int) -> Any:
-    """The position a cursor names: a sequence number (`int`, within bigint) or a slug (`str`), as
-    `encode_cursor` wrote it. Anything else is a validation error, never a query's."""
-    if not cursor:
-        return None
-    try:
-        value = jsoncodec.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-    except (ValueError, TypeError):
-        value = None
-    if kind is int and type(value) is int and 0 <= value <= _BIGINT:
-        return value
-    if kind is str and isinstance(value, str) and 0 < len(value) <= 256 and "\x00" not in value:
-        return value
-    raise Unprocessable("The cursor is not one this API returned.",
-                        fields=[{"field": "cursor", "message": "not a cursor this API returned"}])
-
-
-def page(rows: list[Any], limit: int, key: Any) -> tuple[list[Any], str | None]:
+def page(rows: list[Any], limit: int, listing: str, key: Any) -> tuple[list[Any], str | None]:
     """`rows` fetched with limit + 1: the page and the cursor of the next one (None at the end)."""
-    if len(rows) > limit:
-        rows = rows[:limit]
-        return rows, encode_cursor(key(rows[-1]))
-    return rows, None
+    return paging.page(rows, limit, listing, key)

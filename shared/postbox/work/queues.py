@@ -115,13 +115,13 @@ def list_queues(principal: Principal, scope_id: str, limit: int = 50,
                 cursor: str | None = None) -> tuple[list[dict], str | None]:
     tenant_id = require(principal, VIEW)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
-    after = decode_cursor(cursor, str)
+    after = decode_cursor(cursor, "queues", str)
     with db.connection() as conn:
         _scope_defaults(conn, tenant_id, scope_id, acl.guard(principal, tenant_id, scope_id, VIEW))
         rows = conn.execute(
             f"SELECT {_COLUMNS} FROM work_queues q WHERE q.scope_id = %s AND (%s::text IS NULL OR q.slug > %s)"
             " ORDER BY q.slug LIMIT %s", (scope_id, after, after, limit + 1)).fetchall()
-    return page([_doc(r) for r in rows], limit, lambda d: d["slug"])
+    return page([_doc(r) for r in rows], limit, "queues", lambda d: d["slug"])
 
 
 def get_queue(principal: Principal, scope_id: str, queue_id: str) -> dict[str, Any]:

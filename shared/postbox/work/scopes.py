@@ -110,14 +110,14 @@ def create_scope(principal: Principal, fields: dict[str, Any]) -> dict[str, Any]
 def list_scopes(principal: Principal, limit: int = 50, cursor: str | None = None) -> tuple[list[dict], str | None]:
     """The tenant's scopes by slug; a work key does not see the scopes whose grants keep it out."""
     tenant_id = require(principal, VIEW)
-    after = decode_cursor(cursor, str)
+    after = decode_cursor(cursor, "scopes", str)
     with db.connection() as conn:
         rows = conn.execute(
             f"SELECT {_COLUMNS} FROM work_scopes s WHERE s.tenant_id = %s AND (%s::text IS NULL OR s.slug > %s)"
             " AND work_acl_visible(s.id, s.acl_grants, %s::jsonb) ORDER BY s.slug LIMIT %s",
             (tenant_id, after, after, acl.guard(principal, tenant_id, None, VIEW), limit + 1),
         ).fetchall()
-    docs, nxt = page([_doc(r) for r in rows], limit, lambda d: d["slug"])
+    docs, nxt = page([_doc(r) for r in rows], limit, "scopes", lambda d: d["slug"])
     return docs, nxt
 
 
