@@ -66,7 +66,8 @@ class Bench:
                                               for i in range(min(1000, per - start))])
 
     def runner_round(self, n: int) -> tuple[float, list[float]]:
-        from postbox.flows import LocalClient, Query, Runner, count
+        from postbox.flows import LocalClient
+        from postbox_client.flows import Query, Runner, count
 
         source = f"events{n}"
         self._fill(source)

@@ -35,7 +35,7 @@ FACTORY = "bench.flows_crash:crash_query"
 
 def crash_query():
     """The query every process runs (also the hosted factory)."""
-    from postbox.flows import Query, count
+    from postbox_client.flows import Query, count
 
     return (Query("crash", SOURCE).key_by(lambda e: e["k"])
             .tumbling(WINDOW_S, event_time=lambda e: e["ts"], idle_flush_ms=200)
@@ -48,16 +48,19 @@ def worker(role: str, url: str, key: str) -> None:
     from functions.local.runtime import use_database
 
     use_database(url)
+    from functions.agents import flows_runner
     from postbox import tenancy
-    from postbox.flows import LocalClient, Runner, hosted
+    from postbox.flows import LocalClient
+    from postbox_client.flows import Runner
 
     principal = tenancy.resolve_key(key)
     if role == "runner":
         Runner(crash_query(), LocalClient(principal), batch=100, partitions=4, wait_ms=200).run()
         return
-    query_id = hosted.host(principal, FACTORY)["query_id"]
+    query_id = flows_runner.host(principal, FACTORY)["query_id"]
     while True:
-        hosted.run_one(query_id, principal.tenant_id, FACTORY, budget_s=1.0, now_ms=lambda: int(time.time() * 1000))
+        flows_runner.run_one(query_id, principal.tenant_id, FACTORY, budget_s=1.0,
+                             now_ms=lambda: int(time.time() * 1000))
 
 
 class Crashes:
@@ -96,9 +99,10 @@ class Crashes:
         return cursors == PARTITIONS and not behind
 
     def run(self) -> bool:
-        from postbox.flows import LocalClient, Runner
+        from postbox.flows import LocalClient
         from postbox.partitioned import service
         from postbox.partitioned.produce import Item
+        from postbox_client.flows import Runner
 
         runner = Runner(crash_query(), LocalClient(self.principal), wait_ms=0)
         runner.start()  # registers the query (and the source's flows defaults) before anyone pops

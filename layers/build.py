@@ -5,9 +5,10 @@
 Writes:
   build/layers/deps.zip    third-party runtime deps (layers/requirements.txt) as manylinux
                            aarch64 wheels for CPython 3.12, under python/
-  build/layers/domain.zip  the `postbox` domain package (shared/postbox), under python/postbox/, and
-                           the client's `postbox_client` (shared/client), whose flows SDK it runs
-  build/functions.zip      the `functions` package (the Lambda entry points), minus functions/local/
+  build/layers/domain.zip  the `postbox` domain package (shared/postbox), under python/postbox/
+  build/functions.zip      the `functions` package (the Lambda entry points), minus functions/local/,
+                           and the client's `postbox_client` (shared/client), whose flows SDK the
+                           flows agent runs hosted queries with (the domain never imports it)
 
 Zips are deterministic (sorted entries, fixed timestamps and modes) so unchanged inputs give the
 same bytes, the same hash, and no new layer version or function update on `pulumi up`.
@@ -111,16 +112,16 @@ def build_deps(dest: Path, *, compile_pyc: bool) -> Path:
 
 
 def build_domain(dest: Path, *, compile_pyc: bool = True) -> Path:
-    # postbox_client too: hosted flows queries run its (pure Python) query builder and runner.
-    sources = [(REPO / "shared" / "postbox", "python/postbox"),
-               (REPO / "shared" / "client" / "postbox_client", "python/postbox_client")]
+    sources = [(REPO / "shared" / "postbox", "python/postbox")]
     return _staged_zip(dest, sources, mount="/opt", compile_pyc=compile_pyc)
 
 
 def build_functions(dest: Path, *, compile_pyc: bool = True) -> Path:
     root = REPO / "functions"
-    return _staged_zip(dest, [(root, "functions")], mount="/var/task", compile_pyc=compile_pyc,
-                       exclude=(root / "local",))
+    # postbox_client too: the flows agent runs hosted queries with its (pure Python) query builder
+    # and runner (functions/agents/flows_runner.py); the domain layer is the domain alone.
+    sources = [(root, "functions"), (REPO / "shared" / "client" / "postbox_client", "postbox_client")]
+    return _staged_zip(dest, sources, mount="/var/task", compile_pyc=compile_pyc, exclude=(root / "local",))
 
 
 def _staged_zip(dest: Path, sources: list[tuple[Path, str]], *, mount: str, compile_pyc: bool,

@@ -18,6 +18,16 @@ from support.http import GatewayServer, client  # noqa: E402
 from support.tenants import TestTenant, new_tenant  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _settings_follow_the_environment():
+    """A test that changes the environment (monkeypatch) leaves no settings read from it behind:
+    `postbox.config` reads the environment once, and monkeypatch restores it after the test."""
+    yield
+    from postbox import config
+
+    config.reset()
+
+
 @pytest.fixture(scope="session")
 def database_url():
     url, server = start_session_database()

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from functions.agents import flows_runner
 from functions.observability import instrument
 from postbox.agents import recorded
-from postbox.flows import hosted
 
 logger, metrics, lambda_handler = instrument("flows-hosted")
 
@@ -20,7 +20,7 @@ def handler(event: dict, context: Any) -> dict:
     budget = BUDGET_S
     if context is not None and hasattr(context, "get_remaining_time_in_millis"):
         budget = min(budget, max(context.get_remaining_time_in_millis() / 1000 - 5, 1))
-    totals = hosted.sweep(budget_s=budget)
+    totals = flows_runner.sweep(budget_s=budget)
     metrics.add_metric(name="HostedQueriesRun", unit="Count", value=totals["queries"])
     metrics.add_metric(name="HostedMessagesFolded", unit="Count", value=totals["messages"])
     metrics.add_metric(name="HostedWindowsEmitted", unit="Count", value=totals["emitted"])

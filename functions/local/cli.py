@@ -155,7 +155,8 @@ RENAMED = {"streams-grant": "flows-grant", "streams-revoke": "flows-revoke", "st
 
 def _flows_admin(args: argparse.Namespace) -> object:
     """Flows grants (the streaming-query quota) and hosted flows queries."""
-    from postbox.flows import hosted, quotas
+    from functions.agents import flows_runner
+    from postbox.flows import quotas
 
     if args.what in RENAMED:
         print(f"postbox admin: {args.what} is now {RENAMED[args.what]}", file=sys.stderr)
@@ -166,7 +167,7 @@ def _flows_admin(args: argparse.Namespace) -> object:
         return quotas.revoke(args.tenant)
     if args.what == "flows-grants":
         return quotas.list_grants()
-    return hosted.host_for_tenant(args.tenant, args.factory, reset=args.reset)
+    return flows_runner.host_for_tenant(args.tenant, args.factory, reset=args.reset)
 
 
 def _migrate(_: argparse.Namespace) -> int:

@@ -1,4 +1,8 @@
-"""Settings read from the environment once per process (Lambda container or local runtime)."""
+"""Settings read from the environment once per process (Lambda container or local runtime).
+
+The domain's only reader of the environment: every other module asks `settings()` (and makes its
+AWS clients through `postbox.aws`), so what a deployment sets is listed here, once.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,11 @@ from functools import lru_cache
 def _int(name: str, default: int) -> int:
     raw = os.environ.get(name)
     return int(raw) if raw else default
+
+
+def _optional_int(name: str) -> int | None:
+    raw = os.environ.get(name)
+    return int(raw) if raw else None
 
 
 @dataclass(frozen=True)
@@ -32,6 +41,15 @@ class Settings:
     export_bucket: str | None  # GDPR exports go to this S3 bucket; without one they stay in the database
     export_url_seconds: int  # how long a presigned download URL of an export works
     export_retention_days: int  # how long an export is kept (the bucket's lifecycle rule says the same)
+    on_lambda: bool  # running as a Lambda function (AWS_LAMBDA_FUNCTION_NAME is set)
+    consumer_dispatch_function: str | None  # the consumer-dispatch function a send starts (none locally)
+    encryption_keys: str | None  # the payload key ring as JSON (else read from the secret below)
+    encryption_keys_secret_arn: str | None  # the Secrets Manager secret holding the key ring
+    encryption_key: str | None  # the one legacy key (base64): opens version-1 envelopes
+    work_push_allow_private: bool  # work push deliveries may reach private addresses (local, tests)
+    durable_open_tenant: str | None  # the tenant anonymous `/v1/stream/{name}` callers are mapped to
+    streams_default_retention: str  # keyed streams' retention when they set none
+    streams_default_max_backlog: int | None  # keyed streams' backlog cap when they set none
 
 
 @lru_cache(maxsize=1)
@@ -55,6 +73,15 @@ def settings() -> Settings:
         export_bucket=os.environ.get("POSTBOX_EXPORT_BUCKET") or None,
         export_url_seconds=_int("POSTBOX_EXPORT_URL_SECONDS", 900),
         export_retention_days=_int("POSTBOX_EXPORT_RETENTION_DAYS", 7),
+        on_lambda="AWS_LAMBDA_FUNCTION_NAME" in os.environ,
+        consumer_dispatch_function=os.environ.get("POSTBOX_CONSUMER_DISPATCH_FUNCTION") or None,
+        encryption_keys=os.environ.get("POSTBOX_ENCRYPTION_KEYS") or None,
+        encryption_keys_secret_arn=os.environ.get("POSTBOX_ENCRYPTION_KEYS_SECRET_ARN") or None,
+        encryption_key=os.environ.get("POSTBOX_ENCRYPTION_KEY") or None,
+        work_push_allow_private=os.environ.get("POSTBOX_WORK_PUSH_ALLOW_PRIVATE", "").lower() in ("1", "true"),
+        durable_open_tenant=os.environ.get("POSTBOX_DURABLE_OPEN_TENANT") or None,
+        streams_default_retention=os.environ.get("POSTBOX_STREAMS_DEFAULT_RETENTION", "7d"),
+        streams_default_max_backlog=_optional_int("POSTBOX_STREAMS_DEFAULT_MAX_BACKLOG"),
     )
 
 

@@ -6,17 +6,17 @@
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from . import config, errors, jsoncodec
+from . import aws, config, errors, jsoncodec
 
 _pool: ConnectionPool | None = None
 _lock = threading.Lock()
@@ -24,7 +24,8 @@ _lock = threading.Lock()
 
 SECRET_TTL_S = 60.0  # a rotated DB password reaches new connections within a minute
 TOKEN_TTL_S = 600.0  # an IAM authentication token is valid for 15 minutes; new connections get a fresh one
-_secret_cache: dict[tuple[str, ...], tuple[float, str]] = {}
+_secret_cache: dict[tuple[str, ...], tuple[float, str]] = {}  # the IAM logins' conninfo, by host and user
+_secrets: tuple[Any, Any] | None = None  # (the Secrets Manager client, Powertools' provider over it)
 
 
 def conninfo() -> str:
@@ -32,8 +33,8 @@ def conninfo() -> str:
     IAM token as POSTBOX_DB_USER (POSTBOX_DB_IAM_AUTH: the functions, which hold no password) or with
     the user and password of the secret POSTBOX_DB_SECRET_ARN (the migrate function).
 
-    The pool calls this for every new connection; the secret is re-read at most every SECRET_TTL_S,
-    so a rotated password is picked up without a cold start.
+    The pool calls this for every new connection; the secret is re-read at most every SECRET_TTL_S
+    (Powertools' cache), so a rotated password is picked up without a cold start.
     """
     s = config.settings()
     if s.database_url:
@@ -42,14 +43,8 @@ def conninfo() -> str:
         return _iam_conninfo(s.db_host, s.db_user)
     if not (s.db_host and s.db_secret_arn):
         raise RuntimeError("set DATABASE_URL, or POSTBOX_DB_HOST and POSTBOX_DB_SECRET_ARN")
-    now = time.monotonic()
-    cached = _secret_cache.get((s.db_secret_arn, s.db_host))
-    if cached and cached[0] > now:
-        return cached[1]
-    secret = _read_secret(s.db_secret_arn, s.region)
-    info = _make(s.db_host, secret["username"], secret["password"])
-    _secret_cache[(s.db_secret_arn, s.db_host)] = (now + SECRET_TTL_S, info)
-    return info
+    secret = _read_secret(s.db_secret_arn)
+    return _make(s.db_host, secret["username"], secret["password"])
 
 
 def _make(host: str, user: str, password: str) -> str:
@@ -77,18 +72,21 @@ def _iam_conninfo(host: str, user: str) -> str:
 
 
 def _iam_token(host: str, port: int, user: str, region: str | None) -> str:
-    import boto3  # imported here: only cold starts on AWS pay for it
-
-    return boto3.client("rds", region_name=region).generate_db_auth_token(
+    return aws.client("rds", region=region).generate_db_auth_token(  # boto3 loads here: only on AWS
         DBHostname=host, Port=port, DBUsername=user, Region=region
     )
 
 
-def _read_secret(arn: str, region: str | None) -> dict:
-    import boto3  # imported here: only cold starts on AWS pay for it
+def _read_secret(arn: str) -> dict:
+    """The secret's JSON, cached for SECRET_TTL_S by Powertools' parameters (imported here: only
+    cold starts on AWS pay for it), over the Secrets Manager client of `postbox.aws`."""
+    global _secrets
+    client = aws.client("secretsmanager")
+    if _secrets is None or _secrets[0] is not client:  # a new client (tests reset them): a new cache
+        from aws_lambda_powertools.utilities.parameters import SecretsProvider
 
-    client = boto3.client("secretsmanager", region_name=region)
-    return json.loads(client.get_secret_value(SecretId=arn)["SecretString"])
+        _secrets = (client, SecretsProvider(boto3_client=client))
+    return _secrets[1].get(arn, transform="json", max_age=SECRET_TTL_S)
 
 
 def pool() -> ConnectionPool:

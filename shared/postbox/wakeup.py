@@ -8,7 +8,6 @@ announces (a visibility timeout or a lease running out, a delayed message coming
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -40,7 +39,7 @@ def channel(kind: str, ident: int | str) -> str:
 def max_wait_seconds() -> float:
     """The longest any request may wait: POSTBOX_LONG_POLL_MS, kept inside API Gateway's timeout."""
     seconds = config.settings().long_poll_ms / 1000.0
-    if "AWS_LAMBDA_FUNCTION_NAME" in os.environ:
+    if config.settings().on_lambda:
         seconds = min(seconds, AWS_MAX_WAIT_SECONDS)
     return seconds
 

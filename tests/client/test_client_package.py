@@ -61,26 +61,37 @@ class Refuse(importlib.abc.MetaPathFinder):
         if name.split(".")[0] in {"httpx", "httpcore", "rich"}:
             raise ImportError("not in the Lambda layers: " + name)
 sys.meta_path.insert(0, Refuse())
-import functions.api.flows.app, functions.agents.flows_hosted
-from postbox.flows import LocalClient, Query, Runner, count, hosted
+import functions.api.flows.app
+import postbox.flows, postbox.flows.hosted, postbox.flows.local_client
+loaded = sorted(m for m in sys.modules if m.split(".")[0] == "postbox_client")
+assert loaded == [], "the flows surface and the domain's flows load the client: " + ", ".join(loaded)
+import functions.agents.flows_hosted
+from functions.agents import flows_runner
+from postbox_client.flows import Query, Runner, count
 print("ok")
 """
 
 
 def test_the_functions_run_the_flows_sdk_without_the_http_client_dependencies():
-    """The Lambda layers ship neither httpx nor rich: the flows surface and the hosted-flows agent
-    import the SDK's builder and runner from postbox_client without them."""
+    """The Lambda layers ship neither httpx nor rich: the hosted-flows agent imports the SDK's
+    builder and runner from postbox_client without them, and the flows surface (the domain's flows
+    with it) does not import the client at all."""
     done = subprocess.run([sys.executable, "-c", LAMBDA_PATH], capture_output=True, text=True, timeout=120,
                           cwd=str(ROOT))
     assert done.returncode == 0, done.stderr[-2000:]
 
 
-def test_the_domain_layer_carries_the_flows_sdk(tmp_path):
+def test_the_functions_carry_the_flows_sdk_and_the_domain_layer_the_domain_alone(tmp_path):
+    """The flows agent (functions/) runs the SDK, so the functions' code ships it; the domain layer
+    is the `postbox` package, which never imports the client."""
     spec = importlib.util.spec_from_file_location("layers_build", ROOT / "layers" / "build.py")
     layers_build = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(layers_build)
-    names = zipfile.ZipFile(layers_build.build_domain(tmp_path / "domain.zip")).namelist()
-    assert "python/postbox_client/flows/runner.py" in names and "python/postbox/flows/hosted.py" in names
+    domain = zipfile.ZipFile(layers_build.build_domain(tmp_path / "domain.zip", compile_pyc=False)).namelist()
+    assert "python/postbox/flows/hosted.py" in domain
+    assert {n.split("/")[1] for n in domain} == {"postbox"}
+    functions = zipfile.ZipFile(layers_build.build_functions(tmp_path / "functions.zip", compile_pyc=False)).namelist()
+    assert "postbox_client/flows/runner.py" in functions and "functions/agents/flows_runner.py" in functions
 
 
 def test_the_domain_layer_and_the_functions_ship_byte_compiled(tmp_path):
@@ -96,7 +107,7 @@ def test_the_domain_layer_and_the_functions_ship_byte_compiled(tmp_path):
         pytest.skip("no CPython 3.12 here to byte-compile for Lambda's runtime")
     cases = [(layers_build.build_domain(tmp_path / "domain.zip"), "python/postbox/db.py", "/opt/python/postbox/db.py"),
              (layers_build.build_functions(tmp_path / "functions.zip"), "functions/api/queues/app.py",
-              "/var/task/functions/api/queues.py")]
+              "/var/task/functions/api/queues/app.py")]
     for built, module, mounted in cases:
         with zipfile.ZipFile(built) as zf:
             names = set(zf.namelist())

@@ -12,12 +12,14 @@ import sys
 import time
 from collections import Counter
 
+from functions.agents import flows_runner
 from postbox import db
 from postbox.errors import NotFound
-from postbox.flows import LocalClient, Query, Runner, count, hosted, quotas
+from postbox.flows import LocalClient, quotas
 from postbox.partitioned import service
 from postbox.partitioned.produce import Item
 from postbox.partitioned.service import PopRequest
+from postbox_client.flows import Query, Runner, count
 
 PARTITIONS = 4
 FACTORY = "test_flows_crash:crash_query"
@@ -39,9 +41,10 @@ def _worker(role: str, url: str, key: str) -> None:
     if role == "runner":
         Runner(crash_query(), LocalClient(principal), batch=50, partitions=2, wait_ms=100).run()
         return
-    query_id = hosted.host(principal, FACTORY)["query_id"]
+    query_id = flows_runner.host(principal, FACTORY)["query_id"]
     while True:
-        hosted.run_one(query_id, principal.tenant_id, FACTORY, budget_s=0.5, now_ms=lambda: int(time.time() * 1000))
+        flows_runner.run_one(query_id, principal.tenant_id, FACTORY, budget_s=0.5,
+                             now_ms=lambda: int(time.time() * 1000))
 
 
 def _caught_up(group):

@@ -8,12 +8,14 @@ import threading
 import time
 from collections import Counter
 
+from functions.agents import flows_runner
 from postbox import db
 from postbox.errors import NotFound
-from postbox.flows import LocalClient, Query, Runner, count, hosted, quotas
+from postbox.flows import LocalClient, quotas
 from postbox.partitioned import service
 from postbox.partitioned.produce import Item
 from postbox.partitioned.service import PopRequest
+from postbox_client.flows import Query, Runner, count
 
 AHEAD_S = 3600  # a runner clock an hour ahead: every window is ripe by the wall clock
 
@@ -146,7 +148,7 @@ def _caught_up(group):
 def test_two_runners_and_hosted_sweeps_count_every_event_exactly_once(make_tenant):
     tenant = _granted(make_tenant)
     service.configure(tenant.principal, "busy.src", {"leaseTime": 30})
-    qid = hosted.host(tenant.principal, f"{__name__}:busy_query")["query_id"]
+    qid = flows_runner.host(tenant.principal, f"{__name__}:busy_query")["query_id"]
     runners = [_runner(busy_query(), tenant, batch=17, partitions=2) for _ in range(2)]
     events = [(PARTITIONS[i % 3], {"k": f"k{i % 3}", "ts": i * 50}) for i in range(900)]
     stop = threading.Event()
@@ -155,7 +157,7 @@ def test_two_runners_and_hosted_sweeps_count_every_event_exactly_once(make_tenan
     def sweep():
         while not stop.is_set():
             try:
-                hosted.run_one(qid, tenant.tenant_id, f"{__name__}:busy_query", budget_s=0.2,
+                flows_runner.run_one(qid, tenant.tenant_id, f"{__name__}:busy_query", budget_s=0.2,
                                now_ms=lambda: int((time.time() + AHEAD_S) * 1000))
             except Exception as failed:  # noqa: BLE001 - surfaced by the assertion below
                 failures.append(failed)

@@ -9,7 +9,8 @@ import psycopg
 
 from functions.api.flows.app import handler
 from functions.local.lambda_context import LocalContext
-from postbox.flows import HttpClient, Query, Runner, count, quotas
+from postbox.flows import quotas
+from postbox_client.flows import HttpClient, Query, Runner, count
 from support.events import api_event
 from support.http import client
 

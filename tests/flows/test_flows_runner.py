@@ -9,12 +9,14 @@ from collections import Counter
 
 import pytest
 
+from functions.agents import flows_runner
 from postbox import db
 from postbox.errors import NotFound
-from postbox.flows import LocalClient, Query, Runner, count, hosted, quotas, sum_of
+from postbox.flows import LocalClient, quotas
 from postbox.partitioned import service
 from postbox.partitioned.produce import Item
 from postbox.partitioned.service import PopRequest
+from postbox_client.flows import Query, Runner, count, sum_of
 
 WINDOW_S = 10
 
@@ -194,11 +196,11 @@ def test_a_hosted_query_runs_and_idle_flushes_without_a_worker(make_tenant):
     tenant = make_tenant()
     quotas.grant(tenant.tenant_id)
     service.push(tenant.principal, [Item("hsrc", i) for i in range(7)])
-    qid = hosted.host(tenant.principal, f"{__name__}:hosted_counter")["query_id"]
-    first = hosted.sweep(budget_s=5, now_ms=lambda: int(time.time() * 1000))
+    qid = flows_runner.host(tenant.principal, f"{__name__}:hosted_counter")["query_id"]
+    first = flows_runner.sweep(budget_s=5, now_ms=lambda: int(time.time() * 1000))
     assert first["queries"] >= 1 and first["errors"] == 0
     assert _sink(tenant.principal, "hout") == []              # folded, window still open
-    later = hosted.sweep(budget_s=5, now_ms=lambda: int(time.time() * 1000) + 120_000)
+    later = flows_runner.sweep(budget_s=5, now_ms=lambda: int(time.time() * 1000) + 120_000)
     assert later["emitted"] >= 1
     assert [m["data"]["value"] for m in _sink(tenant.principal, "hout")] == [{"n": 7}]
     with db.transaction() as conn:
@@ -234,12 +236,12 @@ def test_a_gate_partially_acks_and_finishes_its_tail_on_the_real_cursor(make_ten
 
 def test_host_for_tenant_resolves_the_tenant_by_name(make_tenant):
     with pytest.raises(NotFound):
-        hosted.host_for_tenant("no-such-tenant-for-flows", f"{__name__}:hosted_counter")
+        flows_runner.host_for_tenant("no-such-tenant-for-flows", f"{__name__}:hosted_counter")
     tenant = make_tenant()
     quotas.grant(tenant.tenant_id)
     with db.transaction() as conn:
         name = conn.execute("SELECT name FROM tenants WHERE id = %s", (tenant.tenant_id,)).fetchone()[0]
-    answer = hosted.host_for_tenant(name, f"{__name__}:hosted_counter")
+    answer = flows_runner.host_for_tenant(name, f"{__name__}:hosted_counter")
     assert answer["fresh"] is True and answer["factory"].endswith(":hosted_counter")
 
 

@@ -1,7 +1,7 @@
-"""The streams SDK's pure logic: config hash, state keys, windows, watermark, folds, gate, idle flush.
+"""The flows SDK's pure logic: config hash, state keys, windows, watermark, folds, gate, idle flush.
 
 A fake in-memory client stands in for Postbox so the runner's loop runs without a database; the
-real routes are exercised in tests/db and tests/api.
+real routes are exercised by the other tests of tests/flows.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from postbox.flows import Query, Runner, count, sum_of
+from postbox_client.flows import Query, Runner, count, sum_of
 from postbox_client.flows.fold import Message, fold, needed_keys, prepare, stream_time
 from postbox_client.flows.keys import SEP, WATERMARK, state_key
 from postbox_client.flows.windows import Cron, Session, Sliding, Tumbling, iso_ms

@@ -14,7 +14,7 @@ import pytest
 from moto import mock_aws
 
 from functions.local.runtime import start_dispatches_in_process
-from postbox import db
+from postbox import config, db
 from postbox.queues import consumers, service
 from support import consumer_functions as fn
 
@@ -235,6 +235,7 @@ def test_on_aws_the_dispatcher_named_by_the_stack_is_the_one_started(monkeypatch
     consumers.start_dispatch(7)  # no function configured (locally): nothing to start
     assert named == []
     monkeypatch.setenv("POSTBOX_CONSUMER_DISPATCH_FUNCTION", "postbox-prod-consumer-dispatch")
+    config.reset()
     consumers.start_dispatch(7)
     consumers.start_dispatch(8)
     assert named == ["postbox-prod-consumer-dispatch"]  # one client per container, reused

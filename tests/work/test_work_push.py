@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from postbox import db
+from postbox import config, db
 from postbox.errors import Unprocessable
 from postbox.work import messages, push, queues, scopes, subscriptions
 from support.clock import wait_for_db_clock
@@ -47,6 +47,7 @@ class Receiver:
 @pytest.fixture
 def receiver(monkeypatch):
     monkeypatch.setenv("POSTBOX_WORK_PUSH_ALLOW_PRIVATE", "1")
+    config.reset()
     r = Receiver()
     yield r
     r.close()
@@ -108,6 +109,7 @@ def test_private_addresses_are_refused_without_the_switch(tenant, feed, receiver
     s, q = feed
     sub = _push_sub(tenant, s, q, receiver.url)
     monkeypatch.delenv("POSTBOX_WORK_PUSH_ALLOW_PRIVATE")
+    config.reset()
     m = messages.publish(tenant.principal, s["id"], q["id"], {"body": "x"})[0]
     push.deliver()
     assert receiver.got == []

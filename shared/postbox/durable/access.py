@@ -5,11 +5,10 @@ with a project's `anon` key) only where a stream is public. Roles are checked by
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 
-from postbox import db, tenancy
+from postbox import config, db, tenancy
 from postbox.errors import Gone, NotFound, Unauthorized
 from postbox.tenancy import Principal
 
@@ -58,7 +57,7 @@ def open_form(principal: Principal | None, need: str) -> Access:
     """`/v1/stream/{name}`: a key's own streams. Without one, only where the deployment maps anonymous
     callers to a tenant (`POSTBOX_DURABLE_OPEN_TENANT`), with every right there."""
     if principal is None:
-        open_tenant = os.environ.get(OPEN_TENANT_ENV)
+        open_tenant = config.settings().durable_open_tenant  # OPEN_TENANT_ENV
         scope = account(open_tenant) if open_tenant else None
         if scope is not None:
             return Access(scope)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import re
 from datetime import UTC, datetime
 
+from .. import config
 from ..errors import Invalid
 
 FOREVER = "forever"
@@ -31,13 +31,12 @@ def parse_duration(text: str, *, field: str = "retention") -> int | None:
 
 def default_retention() -> str:
     """DEFAULT_RETENTION for streams that set none (7d unless the deployment says otherwise)."""
-    return os.environ.get("POSTBOX_STREAMS_DEFAULT_RETENTION", "7d")
+    return config.settings().streams_default_retention
 
 
 def default_max_backlog() -> int | None:
     """The backlog cap of streams that set none (none unless the deployment sets one)."""
-    raw = os.environ.get("POSTBOX_STREAMS_DEFAULT_MAX_BACKLOG")
-    return int(raw) if raw else None
+    return config.settings().streams_default_max_backlog
 
 
 def iso(value: datetime | None) -> str | None:

@@ -15,14 +15,13 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import secrets
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
-from .. import jsoncodec
+from .. import aws, config, jsoncodec
 from ..errors import Unavailable
 
 ENCRYPTED = b"\x01"  # record headers of an enveloped payload
@@ -89,18 +88,16 @@ def rotated(document: str | dict | None) -> dict:
 
 
 def _load_ring() -> KeyRing:
-    document: str | None = os.environ.get("POSTBOX_ENCRYPTION_KEYS") or None
-    arn = os.environ.get("POSTBOX_ENCRYPTION_KEYS_SECRET_ARN")
+    s = config.settings()
+    document: str | None = s.encryption_keys
+    arn = s.encryption_keys_secret_arn
     if arn and not document:
-        import boto3  # only functions that seal or open on AWS pay for it
-
-        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-        try:
-            document = boto3.client("secretsmanager", region_name=region).get_secret_value(
+        try:  # only functions that seal or open on AWS make the client
+            document = aws.client("secretsmanager").get_secret_value(
                 SecretId=arn, VersionStage="AWSCURRENT")["SecretString"]
         except Exception as error:  # no value yet, no access, no network
             raise Unavailable(f"Payload encryption keys are unavailable ({type(error).__name__}).") from None
-    legacy = os.environ.get("POSTBOX_ENCRYPTION_KEY")
+    legacy = s.encryption_key
     if document:
         ring = parse_ring(document)
         if legacy and LEGACY not in ring.keys:
@@ -108,7 +105,7 @@ def _load_ring() -> KeyRing:
         return ring
     if legacy:
         return KeyRing(LEGACY, {LEGACY: _key(legacy, LEGACY)})
-    if "AWS_LAMBDA_FUNCTION_NAME" in os.environ:
+    if s.on_lambda:
         raise Unavailable("Payload encryption is not configured (POSTBOX_ENCRYPTION_KEYS_SECRET_ARN).")
     return KeyRing(LEGACY, {LEGACY: _DEV_KEY})
 
@@ -155,19 +152,25 @@ def open_envelope(stored: bytes) -> bytes:
         if kid not in keys.keys:
             raise Unavailable(f"Encryption key {kid!r} is not in the key ring.")
         return _aead(keys.keys[kid]).decrypt(stored[end:end + 12], stored[end + 12:], None)
-    legacy = keys.keys.get(LEGACY) or (None if "AWS_LAMBDA_FUNCTION_NAME" in os.environ else _DEV_KEY)
+    legacy = keys.keys.get(LEGACY) or (None if config.settings().on_lambda else _DEV_KEY)
     if legacy is None:
         raise Unavailable("This message was sealed with POSTBOX_ENCRYPTION_KEY, which is not set.")
     return _aead(legacy).decrypt(stored[1:13], stored[13:], None)
 
 
 def _reload() -> KeyRing:
-    reset()
+    _forget_ring()
     return ring()
 
 
 def reset() -> None:
-    """Forget the cached key ring (tests change the environment; a key id not seen yet)."""
+    """Forget the cached key ring and the settings it was read with (tests change the environment)."""
+    config.reset()
+    _forget_ring()
+
+
+def _forget_ring() -> None:
+    """Forget the cached key ring (a key id not seen yet: rotated elsewhere)."""
     global _ring
     _ring = None
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 import uuid
 from collections.abc import Callable
@@ -29,7 +28,7 @@ from typing import Any
 
 import psycopg
 
-from .. import config, db
+from .. import aws, config, db
 from . import engine
 
 # A function gets {"queue": name, "messages": [...]} and raises (or returns an error) on failure.
@@ -201,9 +200,7 @@ def lambda_starter(function_name: str, client: Any = None) -> Starter:
     def start(queue_id: int) -> None:
         nonlocal client
         if client is None:
-            import boto3  # only a send that starts a dispatch pays for it
-
-            client = boto3.client("lambda", region_name=config.settings().region)
+            client = aws.client("lambda")  # only a send that starts a dispatch pays for it
         client.invoke(
             FunctionName=function_name,
             InvocationType="Event",
@@ -218,7 +215,7 @@ def start_dispatch(queue_id: int) -> None:
     does not start is the schedule's to mop up, and the kick frees itself after KICK_LEASE_S."""
     global _starter
     if _starter is None:
-        function_name = os.environ.get("POSTBOX_CONSUMER_DISPATCH_FUNCTION")
+        function_name = config.settings().consumer_dispatch_function
         if not function_name:
             return
         _starter = lambda_starter(function_name)

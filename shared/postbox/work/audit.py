@@ -14,7 +14,7 @@ import psycopg
 
 from .. import db
 from ..tenancy import Principal, require
-from . import acl
+from . import gate
 from .common import SCOPE_NOT_FOUND, VIEW, as_json, decode_cursor, own_tenant, page, parse_id
 
 TRACE_LIMIT = 1000
@@ -90,7 +90,7 @@ def query(principal: Principal, scope_id: str, **filters: Any) -> tuple[list[dic
     tenant_id = require(principal, VIEW)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.connection() as conn, db.domain_errors():
-        acl.load_scope(conn, principal, tenant_id, scope_id, VIEW)
+        gate.load_scope(conn, principal, tenant_id, scope_id, VIEW)
         return _page(conn, _QUERY, {"t": tenant_id, "s": scope_id}, **filters)
 
 
@@ -118,7 +118,7 @@ def trace(principal: Principal, scope_id: str, correlation_id: str) -> list[dict
     tenant_id = require(principal, VIEW)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.connection() as conn, db.domain_errors():
-        acl.load_scope(conn, principal, tenant_id, scope_id, VIEW)
+        gate.load_scope(conn, principal, tenant_id, scope_id, VIEW)
         rows = conn.execute(_TRACE, {"t": tenant_id, "s": scope_id, "c": correlation_id, "n": TRACE_LIMIT}).fetchall()
     return [r[0] for r in rows]
 
@@ -128,5 +128,5 @@ def stats(principal: Principal, scope_id: str) -> dict[str, int]:
     tenant_id = require(principal, VIEW)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.connection() as conn, db.domain_errors():
-        acl.load_scope(conn, principal, tenant_id, scope_id, VIEW)
+        gate.load_scope(conn, principal, tenant_id, scope_id, VIEW)
         return conn.execute(_STATS, {"t": tenant_id, "s": scope_id}).fetchone()[0]

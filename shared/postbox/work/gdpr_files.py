@@ -12,13 +12,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from functools import cache
 from typing import Any
 
 import psycopg
 import zstandard
 
-from .. import db, jsoncodec
+from .. import aws, db, jsoncodec
 from ..config import settings
 
 CONTENT_TYPES = {"jsonl": "application/x-ndjson", "json": "application/json"}
@@ -127,15 +126,11 @@ def _presign(result: dict[str, Any], seconds: int) -> str:
                                         ExpiresIn=seconds)
 
 
-@cache
 def _s3():
     """The S3 client, made on first use (never at import: it would slow every cold start)."""
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client("s3", region_name=settings().region, config=Config(signature_version="s3v4"))
+    return aws.client("s3", signature_version="s3v4")
 
 
 def reset() -> None:
     """Forget the S3 client (tests change the environment)."""
-    _s3.cache_clear()
+    aws.reset()

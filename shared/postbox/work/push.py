@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import ipaddress
-import os
 import socket
 import time
 import urllib.error
@@ -25,7 +24,7 @@ from typing import Any
 
 import psycopg
 
-from .. import db, jsoncodec
+from .. import config, db, jsoncodec
 
 TIMEOUT_S = 10
 CLAIM_S = 60  # a claimed delivery's hold while it is being posted
@@ -49,7 +48,7 @@ _opener = urllib.request.build_opener(_NoRedirects)
 
 
 def _private_refused(url: str) -> str | None:
-    if os.environ.get("POSTBOX_WORK_PUSH_ALLOW_PRIVATE", "").lower() in ("1", "true"):
+    if config.settings().work_push_allow_private:
         return None
     host = urllib.parse.urlsplit(url).hostname or ""
     try:
