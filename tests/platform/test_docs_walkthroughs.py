@@ -39,7 +39,7 @@ RUNNABLE = [doc for doc in DOCS if walkthrough(doc).strip()]
 
 
 def test_the_harness_finds_the_walkthroughs():
-    assert {"README.md", "docs/streams.md", "docs/partitioned.md", "docs/durable.md"} <= set(RUNNABLE)
+    assert {"README.md", "docs/keyed-streams.md", "docs/partitioned.md", "docs/durable.md"} <= set(RUNNABLE)
     assert walkthrough("README.md").count("curl") > 20
 
 
