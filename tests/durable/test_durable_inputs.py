@@ -104,3 +104,23 @@ def test_without_a_key_a_private_stream_and_a_missing_one_answer_alike(gateway, 
         assert {(r.status_code, r.content) for r in answers} == {(gets[0].status_code, gets[0].content)}
     assert gets[0].status_code == 401 and error_code(gets[0]) == "INVALID_CREDENTIAL"
     assert {r.status_code for r in heads} == {401}
+
+
+@pytest.mark.parametrize("mount", ["open", "hosted"])
+@pytest.mark.parametrize("body", [b"[" * 10_000 + b"]" * 10_000, b'{"a":' * 10_000 + b"1" + b"}" * 10_000,
+                                  b"[" * 128 + b"]" * 128], ids=["array-10000", "object-10000", "array-128"])
+def test_a_json_append_nested_past_the_depth_rule_is_400_in_the_protocol_shape(api, mount, body):
+    """JSON mode parses the body: a nesting the parser could not survive (or past the 127 levels of
+    docs/limits.md) is the protocol's 400 and appends nothing, on both mounts."""
+    name = f"deep-{uuid.uuid4().hex[:8]}"
+    path = f"/v1/stream/{name}" if mount == "open" else f"/{tenant_name(api.tenant.tenant_id)}/s.{name}"
+    json_type = {"content-type": "application/json"}
+    assert api.put(f"/v1/stream/{name}", headers=json_type).status_code == 201  # one stream, two mounts
+    r = api.post(path, content=body, headers=json_type)
+    assert r.status_code == 400, r.text
+    assert error_code(r) == "INVALID_REQUEST" and "127" in r.json()["error"]["message"]
+    assert api.post(path, content=b"[[" + b"[" * 125 + b"]" * 125 + b"]]", headers=json_type).status_code in (200, 204)
+    read = api.get(f"{path}?offset=-1")
+    assert read.status_code == 200, read.text
+    messages = read.json() if mount == "open" else [line for line in read.text.splitlines() if line]
+    assert len(messages) == 1  # the refused append left nothing behind; the 127-deep one is there

@@ -6,6 +6,7 @@ inputs, mocked outputs) and the resolved stack exports. No AWS, no Pulumi CLI, n
 
 from __future__ import annotations
 
+import asyncio
 import json
 import runpy
 import sys
@@ -150,6 +151,9 @@ def run_stack(stack: str = "prod", config: dict[str, Any] | None = None, program
 
     `program` is what Pulumi hands to runpy: infra/__main__.py by default, or a directory.
     """
+    # Pulumi's mocks register resources on the thread's current event loop; a test elsewhere that
+    # ran `asyncio.run` leaves the main thread with none, so each run brings its own.
+    asyncio.set_event_loop(asyncio.new_event_loop())
     mocks = RecordingMocks()
     pulumi.runtime.settings.ROOT.set(None)  # a fresh root Stack resource per run
     pulumi.runtime.set_all_config({f"postbox:{k}": str(v) for k, v in (config or {}).items()}, [])

@@ -8,6 +8,8 @@ crashes were) plus a few random examples per operation (`EXAMPLES`)."""
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import pytest
 import schemathesis
@@ -19,7 +21,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from functions import openapi
+from functions import openapi, routes
+from postbox import db, tenancy
 from postbox.flows import quotas
 from support.tenants import new_tenant
 
@@ -67,3 +70,29 @@ def test_no_5xx_and_answers_match_the_document(case, gateway, fuzz_client):
     case.call_and_validate(base_url=gateway.url, headers={"apikey": fuzz_client.key}, checks=checks, timeout=30)
     if case.method.upper() == "DELETE":
         _stale[0] = 0
+
+
+DEEP_BODIES = {"array": b"[" * 10_000 + b"]" * 10_000, "object": b'{"a":' * 10_000 + b"1" + b"}" * 10_000}
+BODY_ROUTES = [r for r in routes.ROUTES if r.method in ("POST", "PUT", "PATCH") and r.function not in openapi.NOT_API]
+
+
+@pytest.mark.parametrize("shape", DEEP_BODIES)
+def test_a_body_nested_10000_deep_is_never_a_5xx(shape, gateway, fuzz_client):
+    """Every route that takes a body, on resources that exist (the durable stream `fuzz` in JSON
+    mode, reached by both its mounts), answers a JSON body nested 10,000 deep with a 4xx."""
+    _ensure_resources(fuzz_client)
+    fuzz_client.put("/v1/stream/fuzz", headers={"content-type": "application/json"})
+    with db.transaction() as conn:
+        account = conn.execute("SELECT t.name FROM tenants t JOIN api_keys k ON k.tenant_id = t.id"
+                               " WHERE k.key_hash = %s", (tenancy.hash_key(fuzz_client.key),)).fetchone()[0]
+    existing = {**EXISTING, "account": account}
+    hosted = {**existing, "stream": "s.fuzz"}  # the hosted form names its stream `s.{name}`
+    answers = {}
+    for route in BODY_ROUTES:
+        names = hosted if route.path.startswith(routes.DURABLE_HOSTED) else existing
+        path = re.sub(r"\{([^}+]+)\+?\}", lambda m, names=names: names.get(m.group(1), "fuzz"), route.path)
+        r = fuzz_client.request(route.method, path, content=DEEP_BODIES[shape],
+                                headers={"content-type": "application/json"})
+        answers[f"{route.method} {path}"] = r.status_code
+    assert not {k: v for k, v in answers.items() if v >= 500}, answers
+    assert answers["POST /v1/stream/fuzz"] == 400 and answers[f"POST /{account}/s.fuzz"] == 400
