@@ -269,6 +269,8 @@ def match(method: str, path: str) -> tuple[Route, dict[str, str]] | None:
     """Find the route API Gateway would pick for a request, with its path parameters (a busy
     server sees the same few paths again and again: the answer is remembered)."""
     found = _match(method.upper(), path)
+    if found is None and len(path) > 1 and path.endswith("/"):
+        found = _match(method.upper(), path.rstrip("/"))  # API Gateway routes `/a/` as `/a`
     if found is None:
         return None
     return found[0], dict(found[1])

@@ -27,3 +27,15 @@ def test_the_console_pages_fetch_nothing_from_elsewhere(gateway):
 def test_unknown_and_escaping_paths_are_404(gateway):
     for path in ("/console/nope.js", "/console/..%2Fapi%2Fconsole.py", "/console/.hidden.js", "/console/README"):
         assert httpx.get(f"{gateway.url}{path}").status_code == 404, path
+
+
+def test_a_trailing_slash_opens_the_console_and_the_api_docs_as_without_one(gateway):
+    """API Gateway routes `/console/` as `/console`; the local gateway does the same, and `/docs/`
+    opens Swagger UI as `/docs` does."""
+    plain = httpx.get(f"{gateway.url}/console")
+    slashed = httpx.get(f"{gateway.url}/console/")
+    assert slashed.status_code == 200 and slashed.text == plain.text
+    assert slashed.headers["content-type"] == plain.headers["content-type"]
+    for path in ("/docs", "/docs/"):
+        docs = httpx.get(f"{gateway.url}{path}")
+        assert docs.status_code == 200 and "swagger-ui" in docs.text, path
