@@ -2,8 +2,9 @@
 
 The hot paths count inside their own SQL functions (pq_push, pq_pop's auto-ack, pq_ack); the
 general paths here add their deltas in the transaction that moves the messages, so a rolled-back
-ack or replay counts nothing. Rows are spread over slots (see pq_count, in
-sql/functions/partitioned.sql).
+ack or replay counts nothing. Rows are spread over slots, each writer on one no other open
+transaction holds (pq_count in sql/functions/partitioned.sql, through counter_slot in
+sql/functions/counters.sql).
 """
 
 from __future__ import annotations

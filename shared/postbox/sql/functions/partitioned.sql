@@ -1,27 +1,14 @@
 -- Add deltas to a queue's counters, inside the caller's statement or transaction.
 CREATE OR REPLACE FUNCTION pq_count(
     p_queue bigint, p_pushed bigint, p_acked bigint, p_failed bigint, p_dead bigint, p_replayed bigint
-) RETURNS void LANGUAGE plpgsql AS $$
-DECLARE
-    v_home int := pg_backend_pid() % 8;
-    v_slot int;
-BEGIN
-    -- Chosen (and locked) in a statement of its own: a SKIP LOCKED subquery inside the UPDATE may
-    -- be re-run per row of a nested loop, pick another slot the second time and count twice.
-    SELECT x.slot INTO v_slot FROM pq_counters x WHERE x.queue_id = p_queue
-    ORDER BY (x.slot - v_home + 8) % 8 LIMIT 1 FOR UPDATE SKIP LOCKED;
-    IF FOUND THEN
-        UPDATE pq_counters SET pushed = pushed + p_pushed, acked = acked + p_acked, failed = failed + p_failed,
-                               dead_lettered = dead_lettered + p_dead, replayed = replayed + p_replayed
-        WHERE queue_id = p_queue AND slot = v_slot;
-    ELSE  -- no slot row yet, or every one is held: this backend's own slot (may wait)
-        INSERT INTO pq_counters AS c (queue_id, slot, pushed, acked, failed, dead_lettered, replayed)
-        VALUES (p_queue, v_home, p_pushed, p_acked, p_failed, p_dead, p_replayed)
-        ON CONFLICT (queue_id, slot) DO UPDATE SET
-            pushed = c.pushed + excluded.pushed, acked = c.acked + excluded.acked, failed = c.failed + excluded.failed,
-            dead_lettered = c.dead_lettered + excluded.dead_lettered, replayed = c.replayed + excluded.replayed;
-    END IF;
-END $$;
+) RETURNS void LANGUAGE sql AS $$
+    INSERT INTO pq_counters AS c (queue_id, slot, pushed, acked, failed, dead_lettered, replayed)
+    VALUES (p_queue, counter_slot(x'4350'::int, p_queue),  -- "CP"
+            p_pushed, p_acked, p_failed, p_dead, p_replayed)
+    ON CONFLICT (queue_id, slot) DO UPDATE SET
+        pushed = c.pushed + excluded.pushed, acked = c.acked + excluded.acked, failed = c.failed + excluded.failed,
+        dead_lettered = c.dead_lettered + excluded.dead_lettered, replayed = c.replayed + excluded.replayed;
+$$;
 
 -- ---- Hot paths as functions: one round trip per call -------------------------------------------
 -- Python frames and compresses; these resolve names, lock, allocate offsets and lease in SQL.

@@ -1,15 +1,15 @@
--- Add deltas to a queue's counters and its tenant's stored bytes, on this backend's slot.
+-- Add deltas to a queue's counters and its tenant's stored bytes, each on a slot counter_slot picks.
 CREATE OR REPLACE FUNCTION queue_count(
     p_queue bigint, p_sent bigint, p_removed bigint, p_live_bytes bigint,
     p_archived bigint, p_archive_rows bigint, p_archive_bytes bigint, p_dead bigint
 ) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
-    v_slot int := pg_backend_pid() % 8;
     v_tenant uuid;
 BEGIN
     INSERT INTO queue_counters AS c
         (queue_id, slot, sent, removed, live_bytes, archived_total, archive_rows, archive_bytes, dead_total)
-    VALUES (p_queue, v_slot, p_sent, p_removed, p_live_bytes, p_archived, p_archive_rows, p_archive_bytes, p_dead)
+    VALUES (p_queue, counter_slot(x'4351'::int, p_queue),  -- "CQ"
+            p_sent, p_removed, p_live_bytes, p_archived, p_archive_rows, p_archive_bytes, p_dead)
     ON CONFLICT (queue_id, slot) DO UPDATE SET
         sent = c.sent + excluded.sent,
         removed = c.removed + excluded.removed,
@@ -22,7 +22,7 @@ BEGIN
         SELECT tenant_id INTO v_tenant FROM queues WHERE id = p_queue;
         IF v_tenant IS NOT NULL THEN
             INSERT INTO tenant_storage AS t (tenant_id, slot, stored_bytes)
-            VALUES (v_tenant, v_slot, p_live_bytes + p_archive_bytes)
+            VALUES (v_tenant, counter_slot(x'4353'::int, counter_key(v_tenant)), p_live_bytes + p_archive_bytes)  -- "CS"
             ON CONFLICT (tenant_id, slot) DO UPDATE SET stored_bytes = t.stored_bytes + excluded.stored_bytes;
         END IF;
     END IF;
@@ -119,16 +119,18 @@ END $$;
 
 CREATE OR REPLACE TRIGGER queue_head_created AFTER INSERT ON queues FOR EACH ROW EXECUTE FUNCTION queue_head_created();
 
--- Pull a queue's head back to `p_id` so the next claim walks from there. Without `p_wait`, a busy
--- head row is left alone (that queue's next full walk finds the message instead).
+-- Pull a queue's head back to `p_id` so the next claim walks from there (the claim-head rule:
+-- claim_heads.sql). Without `p_wait`, a busy head row is left alone (that queue's next full walk
+-- finds the message instead).
 CREATE OR REPLACE FUNCTION queue_head_back(p_queue bigint, p_id bigint, p_wait boolean) RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
     IF p_wait THEN
-        UPDATE queue_heads SET head = p_id WHERE queue_id = p_queue AND head > p_id;
+        UPDATE queue_heads SET head = claim_head_back(head, p_id)
+        WHERE queue_id = p_queue AND claim_head_back(head, p_id) < head;
     ELSE
-        UPDATE queue_heads SET head = p_id
+        UPDATE queue_heads SET head = claim_head_back(head, p_id)
         WHERE queue_id = (SELECT l.queue_id FROM queue_heads l WHERE l.queue_id = p_queue FOR UPDATE SKIP LOCKED)
-          AND head > p_id;
+          AND claim_head_back(head, p_id) < head;
     END IF;
 END $$;
 
@@ -159,7 +161,8 @@ BEGIN
     END IF;
     PERFORM plan_check(p_tenant, p_largest, v_n, 0);
     INSERT INTO tenant_monthly_messages AS u (tenant_id, month, slot, messages)
-    VALUES (p_tenant, date_trunc('month', clock_timestamp())::date, pg_backend_pid() % 8, v_n)
+    VALUES (p_tenant, date_trunc('month', clock_timestamp())::date,
+            counter_slot(x'434d'::int, counter_key(p_tenant)), v_n)  -- "CM"
     ON CONFLICT (tenant_id, month, slot) DO UPDATE SET messages = u.messages + excluded.messages;
     IF EXISTS (SELECT 1 FROM waiters WHERE channel = 'queue_' || q.id AND until > clock_timestamp()) THEN
         PERFORM pg_notify('queue_' || q.id, '');
@@ -195,12 +198,9 @@ BEGIN
     -- A claim does not wait for its WAL flush: lost in a crash, it only makes the messages
     -- visible again (at-least-once delivery holds). Sends, archives, deletes and pops still wait.
     PERFORM set_config('synchronous_commit', 'off', true);
+    -- From the head, or from the front (the claim-head rule: claim_heads.sql).
     SELECT h.head, h.scanned_at INTO v_head, v_scanned FROM queue_heads h WHERE h.queue_id = p_queue;
-    v_full := v_scanned IS NULL OR v_scanned < clock_timestamp() - interval '250 milliseconds';
-    IF v_full AND v_scanned IS NOT NULL THEN
-        -- One full walk at a time per queue: the others claim from the head meanwhile.
-        v_full := pg_try_advisory_xact_lock(x'5048'::int, (p_queue % 2147483648)::int);  -- "PH"
-    END IF;
+    v_full := claim_head_full(v_scanned, x'5048'::int, p_queue);  -- "PH"
 
     -- The candidates in id order, split into those to hand out and those read max_reads times.
     -- Those handed out are known by their row's ctid, stable while this transaction holds the row
@@ -211,7 +211,7 @@ BEGIN
     INTO v_live, v_dead, v_next
     FROM (
         SELECT q.ctid, q.msg_id, q.read_ct FROM queue_messages q
-        WHERE q.queue_id = p_queue AND q.msg_id >= CASE WHEN v_full THEN 0 ELSE v_head END
+        WHERE q.queue_id = p_queue AND q.msg_id >= claim_head_from(v_head, v_full)
           AND q.vt <= clock_timestamp()
         ORDER BY q.msg_id LIMIT (SELECT p_qty) FOR UPDATE SKIP LOCKED
     ) c;
@@ -243,20 +243,15 @@ BEGIN
                   m.message, m.headers;
     END IF;
 
-    -- Move the head past what was taken. A claim hiding its messages for under a second leaves it
-    -- where it is, so they are found again as soon as they come back. A full walk that filled its
-    -- batch may pull the head back to where it found visible messages.
+    -- Move the head past what was taken (claim_heads.sql). A claim hiding its messages for under a
+    -- second leaves it where it is, so they are found again as soon as they come back.
     IF p_vt < 1 THEN
         v_next := NULL;
     END IF;
-    IF v_full OR v_next > v_head THEN
+    IF claim_head_moves(v_head, v_next, v_full) THEN
         UPDATE queue_heads h SET
-            scanned_at = CASE WHEN v_full THEN clock_timestamp() ELSE h.scanned_at END,
-            head = CASE
-                WHEN v_next IS NULL THEN h.head
-                WHEN v_full AND cardinality(v_live) + cardinality(v_dead) = p_qty THEN v_next
-                ELSE greatest(h.head, v_next)
-            END
+            scanned_at = claim_head_scanned(h.scanned_at, v_full),
+            head = claim_head_next(h.head, v_next, v_full, cardinality(v_live) + cardinality(v_dead) = p_qty)
         WHERE h.queue_id = (SELECT l.queue_id FROM queue_heads l WHERE l.queue_id = p_queue FOR UPDATE SKIP LOCKED);
     END IF;
 END $$;

@@ -22,11 +22,13 @@ $$;
 ALTER TABLE work_messages ALTER COLUMN id SET DEFAULT work_uuid7();
 
 -- ---- helpers ------------------------------------------------------------------------------------
+-- Add deltas to a work queue's counters, on the slot counter_slot picks.
 CREATE OR REPLACE FUNCTION work_count(p_queue bigint, p_pending bigint, p_claimed bigint,
                            p_published bigint, p_completed bigint, p_dead bigint)
 RETURNS void LANGUAGE sql AS $$
     INSERT INTO work_queue_counters AS c (queue_id, slot, pending, claimed, published, completed, dead_lettered)
-    VALUES (p_queue, pg_backend_pid() % 8, p_pending, p_claimed, p_published, p_completed, p_dead)
+    VALUES (p_queue, counter_slot(x'4357'::int, p_queue),  -- "CW"
+            p_pending, p_claimed, p_published, p_completed, p_dead)
     ON CONFLICT (queue_id, slot) DO UPDATE SET
         pending = c.pending + excluded.pending,
         claimed = c.claimed + excluded.claimed,
