@@ -7,10 +7,12 @@ END $$;
 CREATE OR REPLACE TRIGGER work_claim_head_created AFTER INSERT ON work_queues
     FOR EACH ROW EXECUTE FUNCTION work_claim_head_created();
 
--- Pull a queue's head back to p_seq, so the next claim walks from there. It may wait for the head
--- row: a claim takes it last (and never waits for it), so it is never held by one waiting for us.
+-- Pull a queue's head back to p_seq, so the next claim walks from there (the claim-head rule:
+-- claim_heads.sql). It may wait for the head row: a claim takes it last (and never waits for it),
+-- so it is never held by one waiting for us.
 CREATE OR REPLACE FUNCTION work_claim_head_back(p_queue bigint, p_seq bigint) RETURNS void LANGUAGE sql AS $$
-    UPDATE work_claim_heads SET head = p_seq WHERE queue_id = p_queue AND head > p_seq;
+    UPDATE work_claim_heads SET head = claim_head_back(head, p_seq)
+    WHERE queue_id = p_queue AND claim_head_back(head, p_seq) < head;
 $$;
 
 -- Claims whose time ran out go back to pending (at once, no backoff), or to the dead letter when
@@ -115,10 +117,9 @@ BEGIN
         PERFORM work_journal_lock(s.id);
     END IF;
     IF q.ordering = 'fifo' THEN
+        -- From the head, or from the front (the claim-head rule: claim_heads.sql).
         SELECT h.head, h.scanned_at INTO v_head, v_scanned FROM work_claim_heads h WHERE h.queue_id = q.id;
-        v_full := v_head IS NULL OR (v_scanned < clock_timestamp() - interval '250 milliseconds'
-                                     -- one walk from the front at a time per queue: the others use the head
-                                     AND pg_try_advisory_xact_lock(x'5743'::int, (q.id % 2147483648)::int));
+        v_full := claim_head_full(v_scanned, x'5743'::int, q.id);  -- "WC"
     END IF;
     LOOP
         SELECT coalesce(array_agg(c.ctid) FILTER (WHERE c.state = 'pending' OR c.attempts < c.max_retries), '{}'),
@@ -130,7 +131,7 @@ BEGIN
             WHERE x.queue_id = q.id AND x.ended_at IS NULL
               AND x.state IN ('pending', 'claimed')  -- not a broadcast message its subscriptions deliver
               AND (x.rank, x.seq) >= (CASE WHEN v_full THEN -9223372036854775808 ELSE 0 END,
-                                      CASE WHEN v_full THEN 0 ELSE v_head END)
+                                      claim_head_from(v_head, v_full))
               AND x.visible_at <= clock_timestamp()
               AND (x.expires_at IS NULL OR x.expires_at > clock_timestamp())
               AND x.ctid <> ALL (v_all)  -- rows this claim holds already (SKIP LOCKED skips only others')
@@ -170,14 +171,11 @@ BEGIN
         END IF;
     END IF;
     -- Last (so a claim never holds the head row while it waits for anything): move the head past
-    -- what was taken, never waiting for its row (a claim holding it moves it as far). A walk from
-    -- the front records its time, and, when it filled its batch, may pull the head back to it.
-    IF q.ordering = 'fifo' AND (v_full OR v_next > v_head) THEN
+    -- what was taken, never waiting for its row (claim_heads.sql).
+    IF q.ordering = 'fifo' AND claim_head_moves(v_head, v_next, v_full) THEN
         UPDATE work_claim_heads h SET
-            scanned_at = CASE WHEN v_full THEN clock_timestamp() ELSE h.scanned_at END,
-            head = CASE WHEN v_next IS NULL THEN h.head
-                        WHEN v_full AND cardinality(v_all) >= p_n THEN v_next
-                        ELSE greatest(h.head, v_next) END
+            scanned_at = claim_head_scanned(h.scanned_at, v_full),
+            head = claim_head_next(h.head, v_next, v_full, cardinality(v_all) >= p_n)
         WHERE h.queue_id = (SELECT l.queue_id FROM work_claim_heads l WHERE l.queue_id = q.id
                             FOR UPDATE SKIP LOCKED);
     END IF;
