@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 from postbox.errors import Invalid
-from postbox.inputs import nests_deeper_than
 
 MAX_DEPTH = 127
 _WS = frozenset(" \t\r\n")
@@ -79,15 +78,13 @@ def split_top_level(array_text: str) -> list[str]:
 
 def messages_of(body: bytes, *, allow_empty: bool = False) -> list[str]:
     """The messages one JSON append carries: a top-level array's elements, or the one value."""
-    # The depth rule comes first, read off the text: the parser below recurses once per level, and a
-    # body nested thousands deep would exhaust the interpreter's stack before any rule saw it.
-    if nests_deeper_than(body, MAX_DEPTH):
-        raise Invalid(f"JSON nests deeper than {MAX_DEPTH} levels.", code="INVALID_REQUEST")
     try:
         text = body.decode("utf-8")
         json.loads(text, parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+    except (UnicodeDecodeError, ValueError) as e:
         raise Invalid(f"Invalid JSON: {e}", code="INVALID_REQUEST") from None
+    except RecursionError:  # the parser recurses once per level: thousands deep exhaust its stack
+        raise Invalid(f"JSON nests deeper than {MAX_DEPTH} levels.", code="INVALID_REQUEST") from None
     compact = minify(text)
     if compact.startswith("["):
         items = split_top_level(compact)
