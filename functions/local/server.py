@@ -9,7 +9,10 @@ connection's thread.
 What a client meets is plain HTTP/1.1: keep-alive (a connection idle for KEEP_ALIVE_S is closed),
 chunked request bodies, `Expect: 100-continue`, HEAD (the headers only), pipelined requests
 answered in order, a body over the gateway's limit answered 413 (with `Expect`, before the body is
-sent, and the connection closed), and a request that is not HTTP answered 400 and closed.
+sent, and the connection closed), and a request that is not HTTP answered 400 and closed. Every
+answer has a Content-Length but an SSE one (`text/event-stream`), which EventSource clients and the
+Durable Streams protocol expect as a stream: it goes out chunked (one chunk, then the last), so the
+connection stays open, or, to an HTTP/1.0 client, delimited by closing the connection.
 
 `postbox dev --workers N` binds the port once and runs N worker processes on it (`serve_workers`);
 each accepts its own connections, and one that dies is started again.
@@ -111,7 +114,7 @@ class Server:
 
 
 class _Request:
-    __slots__ = ("url", "headers", "body", "size", "method", "keep_alive", "too_large", "refuse_now")
+    __slots__ = ("url", "headers", "body", "size", "method", "keep_alive", "chunked", "too_large", "refuse_now")
 
     def __init__(self) -> None:
         self.url = b""
@@ -120,6 +123,7 @@ class _Request:
         self.size = 0
         self.method = "GET"
         self.keep_alive = True
+        self.chunked = True  # whether the client reads chunked answers (HTTP/1.1 does)
         self.too_large = self.refuse_now = False
 
 
@@ -148,6 +152,7 @@ class _Connection:
         request = self.current
         request.method = self.parser.get_method().decode("ascii", "replace")
         request.keep_alive = self.parser.should_keep_alive()
+        request.chunked = self.parser.get_http_version() != "1.0"
         found = dict(request.headers)
         length = found.get("content-length", "")
         request.too_large = length.isdigit() and int(length) > self.limit
@@ -236,21 +241,36 @@ class _Connection:
         except Exception:  # the gateway's own fault (a function's is its 500 already): still an answer
             logger.exception("%s %s failed in the local gateway", request.method, path)
             response = _FAILED
-        self._send(response, head=request.method == "HEAD", keep_alive=request.keep_alive)
-        return request.keep_alive
+        return self._send(response, head=request.method == "HEAD", keep_alive=request.keep_alive,
+                          chunked=request.chunked)
 
-    def _send(self, response: HttpResponse, *, head: bool, keep_alive: bool) -> None:
+    def _send(self, response: HttpResponse, *, head: bool, keep_alive: bool, chunked: bool = True) -> bool:
+        """Write one answer; whether the connection stays open after it."""
         status = response.status
         lines = [f"HTTP/1.1 {status} {_REASONS.get(status, '')}"]
         lines.extend(f"{k}: {v}" for k, v in response.headers if k.lower() not in _HOP_BY_HOP)
         body = b"" if status in _NO_BODY or 100 <= status < 200 else response.body
-        if status not in _NO_BODY:
+        if status in _NO_BODY:
+            pass
+        elif not _is_event_stream(response):
             lines.append(f"content-length: {len(body)}")
+        elif chunked:  # SSE: no Content-Length; its one chunk, then the last
+            lines.append("transfer-encoding: chunked")
+            body = (b"%x\r\n%b\r\n" % (len(body), body) if body else b"") + b"0\r\n\r\n"
+        else:
+            keep_alive = False  # SSE to an HTTP/1.0 client: the answer ends where the connection does
         lines.append(f"date: {self.server.date()}")
         if not keep_alive:
             lines.append("connection: close")
         head_bytes = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
         self.sock.sendall(head_bytes if head or not body else head_bytes + body)
+        return keep_alive
+
+
+def _is_event_stream(response: HttpResponse) -> bool:
+    """An SSE answer (`text/event-stream`, whatever its parameters)."""
+    return any(k.lower() == "content-type" and v.split(";", 1)[0].strip().lower() == "text/event-stream"
+               for k, v in response.headers)
 
 
 # ---- several worker processes on one port ----------------------------------------------------------

@@ -296,11 +296,30 @@ def test_sse_window_wakes_on_append_and_ends_with_it(api, stream, notify_only):
     r = _while_waiting(notify_only, lambda: api.get(path, params={"offset": off(2), "live": "sse"}),
                        lambda: api.post(path, content=b'{"late": true}', headers={"content-type": "application/json"}))
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    assert "content-length" not in r.headers  # the local server streams it (chunked), as the protocol asks
     events = [e for e in r.text.split("\n\n") if e]
     assert [e.splitlines()[0] for e in events] == ["event: control", "event: data", "event: control"]
     assert events[1].splitlines()[1] == 'data:[{"late":true}]'
     assert f'"streamNextOffset":"{off(3)}"' in events[2]
     assert notify_only.woken == [True]
+
+
+def test_the_lambda_sse_answer_is_a_whole_event_stream_without_framing_headers(api, stream):
+    """What the function returns for SSE on AWS: the whole bounded window as one text body, and no
+    Content-Length, Transfer-Encoding or Connection of its own (API Gateway buffers the answer and
+    frames it; the local server frames it chunked)."""
+    from functions.api.durable.app import handler
+    from functions.local.lambda_context import LocalContext
+    from support.events import api_event
+
+    path, _ = stream
+    assert api.post(path, headers={"stream-closed": "true"}).status_code == 204  # the window ends at once
+    result = handler(api_event("GET", path, key=api.tenant.key, query="offset=-1&live=sse"), LocalContext("durable"))
+    assert result["statusCode"] == 200 and not result.get("isBase64Encoded")
+    headers = {k.lower(): v for k, v in result["headers"].items()}
+    assert headers["content-type"] == "text/event-stream" and "no-cache" in headers["cache-control"]
+    assert not {"content-length", "transfer-encoding", "connection"} & set(headers)
+    assert result["body"].startswith("event: data\n") and '"streamClosed":true' in result["body"].rsplit("event:", 1)[1]
 
 
 def test_producer_limit_is_429_with_retry_after(api, stream, monkeypatch):

@@ -1,5 +1,6 @@
 """The local gateway's HTTP server, spoken to over raw sockets: keep-alive and pipelining, chunked
-bodies, `Expect: 100-continue`, HEAD, the body limit and requests that are not HTTP."""
+bodies, `Expect: 100-continue`, HEAD, the body limit, requests that are not HTTP, and SSE answers
+framed without Content-Length."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import socket
 import threading
 
+import httpx
 import pytest
 
 from functions.local.events import HttpResponse
@@ -199,3 +201,96 @@ def test_connections_are_served_at_once_each_on_its_own_thread(served):
         assert json.loads(_read_response(other, bytearray())[2])["path"] == "/now"
         release.set()
         assert json.loads(_read_response(waiting, bytearray())[2])["path"] == "/wait"
+
+
+SSE_BODY = (b'event: data\ndata:[{"a":1}]\n\n'
+            b'event: control\ndata:{"streamNextOffset":"0000000000000000_0000000000000001","upToDate":true}\n\n')
+
+
+class EchoAndSse(Echo):
+    """Echo, and an SSE answer (as the durable surface's, complete) at /sse."""
+
+    def handle(self, method, path, query, headers, body, source_ip="127.0.0.1") -> HttpResponse:
+        if path == "/sse":
+            return HttpResponse(200, [("content-type", "text/event-stream"), ("cache-control", "no-cache, no-store")],
+                                SSE_BODY)
+        return super().handle(method, path, query, headers, body, source_ip)
+
+
+@pytest.fixture
+def sse_served():
+    server = Server(EchoAndSse(), "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    thread.join(timeout=5)
+
+
+def _read_chunked(sock: socket.socket, buffer: bytearray) -> bytes:
+    """A chunked body off the connection, through its last chunk (what follows stays in `buffer`)."""
+    body = bytearray()
+    while True:
+        while b"\r\n" not in buffer:
+            chunk = sock.recv(65536)
+            assert chunk, f"connection closed mid-body: {bytes(buffer)!r}"
+            buffer.extend(chunk)
+        size_end = buffer.index(b"\r\n")
+        size = int(bytes(buffer[:size_end]).split(b";")[0], 16)
+        while len(buffer) < size_end + 2 + size + 2:
+            chunk = sock.recv(65536)
+            assert chunk, f"connection closed mid-chunk: {bytes(buffer)!r}"
+            buffer.extend(chunk)
+        assert buffer[size_end + 2 + size:size_end + 4 + size] == b"\r\n"
+        body.extend(buffer[size_end + 2:size_end + 2 + size])
+        del buffer[:size_end + 4 + size]
+        if size == 0:
+            return bytes(body)
+
+
+def test_an_sse_answer_is_chunked_without_content_length_and_the_connection_goes_on(sse_served):
+    """HTTP/1.1: the SSE answer has no Content-Length (EventSource clients and the Durable Streams
+    suite read it as a stream), its end is the last chunk, and the connection is kept: the next
+    answer on it, a plain one, has its Content-Length and no `Connection: close`."""
+    with _connect(sse_served) as sock:
+        sock.sendall(b"GET /sse HTTP/1.1\r\nHost: t\r\nAccept: text/event-stream\r\n\r\n"
+                     b"GET /after HTTP/1.1\r\nHost: t\r\n\r\n")
+        buffer = bytearray()
+        status, headers, _ = _read_response(sock, buffer, head=True)  # the head only: no length to read by
+        assert status == 200 and headers["content-type"] == "text/event-stream"
+        assert "content-length" not in headers and headers["transfer-encoding"] == "chunked"
+        assert "connection" not in headers and headers["cache-control"] == "no-cache, no-store"
+        assert _read_chunked(sock, buffer) == SSE_BODY
+        status, headers, body = _read_response(sock, buffer)
+        assert status == 200 and json.loads(body)["path"] == "/after"
+        assert headers["content-length"] == str(len(body)) and "connection" not in headers
+        assert "transfer-encoding" not in headers
+
+
+def test_an_sse_answer_to_http_1_0_ends_with_the_connection(sse_served):
+    """HTTP/1.0 has no chunked framing: the answer, without Content-Length, ends where the server
+    closes the connection (even when the client asked for keep-alive)."""
+    with _connect(sse_served) as sock:
+        sock.sendall(b"GET /sse HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        received = bytearray()
+        while chunk := sock.recv(65536):
+            received.extend(chunk)
+    head, _, body = bytes(received).partition(b"\r\n\r\n")
+    headers = {k.lower(): v.strip() for k, v in (line.split(":", 1) for line in head.decode().split("\r\n")[1:])}
+    assert head.startswith(b"HTTP/1.1 200 ") and headers["connection"] == "close"
+    assert "content-length" not in headers and "transfer-encoding" not in headers
+    assert body == SSE_BODY
+
+
+def test_an_http_client_reads_the_sse_events_and_their_end(sse_served):
+    """httpx, as a client reads an event stream: line by line, to the answer's end, then the same
+    connection serves a plain answer with its Content-Length."""
+    with httpx.Client(base_url=f"http://127.0.0.1:{sse_served.port}", timeout=5) as http:
+        with http.stream("GET", "/sse", headers={"accept": "text/event-stream"}) as r:
+            assert r.status_code == 200 and "content-length" not in r.headers
+            lines = list(r.iter_lines())
+        assert [line for line in lines if line.startswith("event:")] == ["event: data", "event: control"]
+        assert lines[-1] == ""  # the last event's blank line, then the end of the answer
+        after = http.get("/after")
+        assert after.headers["content-length"] == str(len(after.content))
+        assert after.headers.get("connection") != "close"
