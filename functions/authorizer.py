@@ -20,6 +20,7 @@ from typing import Any
 
 from functions.observability import instrument
 from postbox import config
+from postbox.errors import Unavailable
 from postbox.tenancy import KEY_PREFIX, Principal, resolve_key
 
 logger, metrics, lambda_handler = instrument("authorizer")
@@ -90,7 +91,10 @@ def authorize(headers: dict[str, str] | None, path: str | None = None, source_ip
     key = key_from_headers(headers)
     if not key:
         return {"isAuthorized": True, "context": {"authenticated": False, "reason": "No valid session or key."}}
-    principal = _resolve(key)
+    try:
+        principal = _resolve(key)
+    except Unavailable as down:  # the surface answers its 503 in its own envelope (nothing is cached)
+        return {"isAuthorized": True, "context": {"authenticated": False, "unavailable": down.message}}
     if principal is None:
         return {"isAuthorized": True, "context": {"authenticated": False, "reason": "Invalid or expired key."}}
     refused = refusal(principal, path, source_ip)

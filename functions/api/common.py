@@ -19,7 +19,8 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 
 from functions.observability import request_logger
 from postbox import inputs
-from postbox.errors import Forbidden, PostboxError, Unauthorized
+from postbox.db import RETRY_AFTER_S
+from postbox.errors import Forbidden, PostboxError, Unauthorized, Unavailable
 from postbox.tenancy import Principal
 
 Envelope = Callable[[int, str, str, dict[str, Any]], dict[str, Any]]
@@ -48,6 +49,13 @@ def json_response(status: int, body: Any, headers: dict[str, str] | None = None)
         body=json.dumps(body, separators=(",", ":"), ensure_ascii=False),
         headers=headers,
     )
+
+
+def retry_headers(error: PostboxError) -> dict[str, str] | None:
+    """`Retry-After` on a 503 (the database unavailable: `postbox.db`) and on a 429 that says when."""
+    if error.status == 503 or (error.status == 429 and "retry_after" in error.details):
+        return {"Retry-After": str(error.details.get("retry_after", 1))}
+    return None
 
 
 def validation_details(error: RequestValidationError) -> list[dict[str, Any]]:
@@ -114,7 +122,8 @@ class SurfaceResolver(APIGatewayHttpResolver):
 
         @self.exception_handler(PostboxError)
         def _domain_error(error: PostboxError) -> Response:
-            return json_response(error.status, envelope(error.status, error.code, error.message, error.details))
+            body = envelope(error.status, error.code, error.message, error.details)
+            return json_response(error.status, body, retry_headers(error))
 
         @self.exception_handler(RequestValidationError)
         def _invalid(error: RequestValidationError) -> Response:
@@ -192,6 +201,9 @@ class SurfaceResolver(APIGatewayHttpResolver):
     def _admit(self, route: Route, route_arguments: dict[str, str]) -> None:
         """Key first, then the inputs every surface shares (see the class's docstring)."""
         event = self.current_event
+        unavailable = (event.request_context.authorizer.get_lambda or {}).get("unavailable")
+        if unavailable:  # the authorizer could not reach the database to look the key up
+            raise Unavailable(unavailable, retry_after=RETRY_AFTER_S)
         if not self.anonymous:
             self.principal()
         try:

@@ -40,9 +40,11 @@ def _dev(args: argparse.Namespace) -> int:
     # SIGTERM (systemd, `docker stop`) stops Postbox as Ctrl-C does: the cleanup below runs (and
     # stops the worker processes, if any).
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    server = scheduler = None
+    server = scheduler = supervisor = None
     try:
         url, server = database(state)
+        if server is not None:  # a database that dies is started again (and said so on stderr)
+            supervisor = _supervise(server)
         applied = use_database(url)
         key = dev_key(state)
         if workers == 1:  # else each worker process builds its own (functions.local.server)
@@ -64,6 +66,8 @@ def _dev(args: argparse.Namespace) -> int:
     except (SystemExit, KeyboardInterrupt):
         pass
     finally:
+        if supervisor is not None:
+            supervisor.stop()
         if scheduler is not None:
             scheduler.stop()
         db.close_pool()
@@ -71,6 +75,15 @@ def _dev(args: argparse.Namespace) -> int:
             server.stop()
         print("Postbox stopped.", flush=True)
     return 0
+
+
+def _supervise(server: object) -> object:
+    from functions.local.embedded import Supervisor
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    return Supervisor(server, say, give_up=lambda: os.kill(os.getpid(), signal.SIGTERM)).start()
 
 
 def default_workers() -> int:

@@ -5,8 +5,12 @@ Used by `postbox dev` (data kept in `.postbox/`), by the test session and by the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
@@ -53,6 +57,85 @@ class EmbeddedPostgres:
         """Stop the server unless another live process still uses it."""
         _forget_dead_handles(self.data_dir)
         self.server.cleanup()
+
+    def pid(self) -> int | None:
+        """The postmaster's process id (the server this handle started or found running)."""
+        info = self.server._postmaster_info
+        return info.pid if info is not None else None
+
+    def running(self) -> bool:
+        """Whether that postmaster is still alive (a zombie is not)."""
+        import psutil
+
+        pid = self.pid()
+        try:
+            return pid is not None and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    def restart(self, timeout_s: float = 60.0) -> None:
+        """Start the server again on the same data, so on the same socket (the same URL): crash
+        recovery replays its log. Retried until the dead server's backends have exited (they hold
+        its shared memory until they notice, and a new postmaster refuses to start before)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                with self.server._lock:
+                    self._forget_dead_postmaster()
+                    self.server.ensure_postgres_running()
+                if not self.running():
+                    raise RuntimeError("the server did not start")
+                return
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+
+
+    def _forget_dead_postmaster(self) -> None:
+        """A postmaster.pid naming a dead postmaster, or one not yet reaped (a zombie, which the
+        package and PostgreSQL itself take for a live server), is stale: removed."""
+        if self.running():
+            return
+        pid_file = self.data_dir / "postmaster.pid"
+        with contextlib.suppress(FileNotFoundError, ValueError, IndexError):
+            if int(pid_file.read_text().splitlines()[0]) == self.pid():
+                pid_file.unlink()
+
+
+class Supervisor:
+    """Watch an embedded server from a thread: when its postmaster dies (killed, crashed, out of
+    memory) say so and start it again; if it will not start, say that and call `give_up`."""
+
+    def __init__(self, server: EmbeddedPostgres, say: Callable[[str], None], give_up: Callable[[], None],
+                 period_s: float = 1.0) -> None:
+        self.server, self.say, self.give_up, self.period_s = server, say, give_up, period_s
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="postgres-supervisor", daemon=True)
+
+    def start(self) -> Supervisor:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join(timeout=10)
+
+    def _watch(self) -> None:
+        while not self._stopped.wait(self.period_s):
+            if self.server.running():
+                continue
+            dead = self.server.pid()
+            self.say(f"postbox dev: the embedded PostgreSQL (pid {dead}) stopped; starting it again"
+                     " (requests meanwhile answer 503)")
+            try:
+                self.server.restart()
+            except Exception as e:  # noqa: BLE001 - whatever it was, it is said and Postbox stops
+                self.say(f"postbox dev: the embedded PostgreSQL did not start again ({type(e).__name__}: {e});"
+                         f" stopping. Its log: {self.server.data_dir / 'log'}")
+                self.give_up()
+                return
+            self.say(f"postbox dev: the embedded PostgreSQL is running again (pid {self.server.pid()})")
 
 
 def _forget_dead_handles(data_dir: Path) -> None:

@@ -16,6 +16,11 @@ def _int(name: str, default: int) -> int:
     return int(raw) if raw else default
 
 
+def _float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    return float(raw) if raw else default
+
+
 def _optional_int(name: str) -> int | None:
     raw = os.environ.get(name)
     return int(raw) if raw else None
@@ -35,6 +40,7 @@ class Settings:
     listen_user: str | None
     pool_min: int
     pool_max: int
+    pool_timeout_s: float  # the longest a request waits for a database connection before its 503
     long_poll_ms: int
     key_cache_seconds: int
     region: str | None
@@ -67,6 +73,7 @@ def settings() -> Settings:
         listen_user=os.environ.get("POSTBOX_DB_LISTEN_USER") or None,
         pool_min=_int("POSTBOX_POOL_MIN", 0),
         pool_max=_int("POSTBOX_POOL_MAX", 4),
+        pool_timeout_s=_float("POSTBOX_POOL_TIMEOUT_S", 5.0),
         long_poll_ms=_int("POSTBOX_LONG_POLL_MS", 20000),
         key_cache_seconds=_int("POSTBOX_KEY_CACHE_SECONDS", 30),
         region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),

@@ -99,14 +99,71 @@ def pool() -> ConnectionPool:
                     conninfo,
                     min_size=s.pool_min,
                     max_size=max(s.pool_max, 1),
-                    kwargs={"prepare_threshold": None, "autocommit": True},
+                    kwargs=CONNECTION_KWARGS,
                     configure=jsoncodec.use_on,
                     check=_check_if_idle,
                     reset=_reset,
                     name="postbox",
+                    timeout=s.pool_timeout_s,
+                    reconnect_timeout=RECONNECT_TIMEOUT_S,
                     open=True,
                 )
     return _pool
+
+
+# ---- when the database goes away ------------------------------------------------------------------
+# A request that gets no connection within POSTBOX_POOL_TIMEOUT_S (the server is down, failing over,
+# or every connection is busy), or whose connection breaks under it, is the domain's Unavailable:
+# each surface answers it 503 with Retry-After in its own envelope. The pool heals by itself: a
+# broken connection is discarded when it comes back, every connection older than the last failure
+# is pinged before it is handed out again, and a reconnection attempt gives up after
+# RECONNECT_TIMEOUT_S (psycopg_pool's backoff would otherwise grow its delay to minutes), so the
+# next request starts a new one: the pool serves again within seconds of the server's return.
+
+RETRY_AFTER_S = 2
+RECONNECT_TIMEOUT_S = 10.0
+# Client-side TCP settings: a server that vanished without closing its sockets (a failover, a
+# network partition) is noticed within ~30 s by a connection waiting to read or to have its writes
+# acknowledged, rather than after the kernel's 15 minutes. Socket options, not session SETs.
+CONNECTION_KWARGS: dict[str, Any] = {
+    "prepare_threshold": None,
+    "autocommit": True,
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 30_000,
+}
+# SQLSTATEs that mean the server went away or will not take the connection, not that a statement failed.
+_GONE_SQLSTATES = {"57P01", "57P02", "57P03", "53300"}  # admin/crash shutdown, starting up, too many clients
+_failed_at = 0.0  # when a connection last failed (monotonic): connections older than that are pinged
+
+
+def _lost(error: psycopg.OperationalError) -> bool:
+    """The connection broke or could not be had (no SQLSTATE, class 08, a shutdown), rather than a
+    statement failing on a live one (a lock timeout, a cancel: those stay what they are)."""
+    state = error.sqlstate
+    return state is None or state.startswith("08") or state in _GONE_SQLSTATES
+
+
+def unavailable(reason: str) -> errors.Unavailable:
+    global _failed_at
+    _failed_at = time.monotonic()
+    return errors.Unavailable(f"The database is unavailable ({reason}); retry shortly.",
+                              retry_after=RETRY_AFTER_S)
+
+
+@contextmanager
+def _available() -> Iterator[None]:
+    """Around one use of a pooled connection: no connection in time, or one lost, is Unavailable."""
+    try:
+        yield
+    except PoolTimeout:
+        raise unavailable(f"no connection within {config.settings().pool_timeout_s:g} s") from None
+    except psycopg.OperationalError as e:
+        if not _lost(e):
+            raise
+        raise unavailable("connection lost") from None
 
 
 CHECK_AFTER_IDLE_S = 5.0  # a connection idle longer than this is pinged before it is handed out
@@ -120,8 +177,10 @@ def _reset(conn: psycopg.Connection) -> None:
 
 
 def _check_if_idle(conn: psycopg.Connection) -> None:
-    """Ping only connections that sat idle: a busy function pays no extra round trip per call."""
-    if time.monotonic() - _last_used.get(conn, 0.0) > CHECK_AFTER_IDLE_S:
+    """Ping only connections that sat idle, or that were last used before a connection failed (the
+    server may have gone and come back since): a busy function pays no extra round trip per call."""
+    last_used = _last_used.get(conn, 0.0)
+    if time.monotonic() - last_used > CHECK_AFTER_IDLE_S or last_used <= _failed_at:
         ConnectionPool.check_connection(conn)
 
 
@@ -157,7 +216,8 @@ def _listening_pool() -> ConnectionPool:
                     min_size=0,
                     max_size=LISTEN_POOL_MAX,
                     max_idle=LISTEN_IDLE_S,
-                    kwargs={"prepare_threshold": None, "autocommit": True},
+                    kwargs=CONNECTION_KWARGS,
+                    reconnect_timeout=RECONNECT_TIMEOUT_S,
                     check=_check_if_idle,
                     reset=_reset,
                     name="postbox-listen",
@@ -189,15 +249,16 @@ def listen_connection() -> Iterator[psycopg.Connection | None]:
 
 @contextmanager
 def transaction() -> Iterator[psycopg.Connection]:
-    """One connection, one transaction: committed on success, rolled back on any error."""
-    with pool().connection() as conn, conn.transaction():
+    """One connection, one transaction: committed on success, rolled back on any error (none to be
+    had within POSTBOX_POOL_TIMEOUT_S, or one lost under the work: Unavailable)."""
+    with _available(), pool().connection() as conn, conn.transaction():
         yield conn
 
 
 @contextmanager
 def connection() -> Iterator[psycopg.Connection]:
     """One connection in autocommit mode: each statement is its own transaction (one round trip)."""
-    with pool().connection() as conn:
+    with _available(), pool().connection() as conn:
         yield conn
 
 

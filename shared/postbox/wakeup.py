@@ -114,13 +114,28 @@ def _listening(channels: Iterable[str], timeout_s: float) -> Iterator[psycopg.Co
             )
             yield conn
         finally:
-            conn.execute("UNLISTEN *")
-            conn.execute("DELETE FROM waiters WHERE waiter = %s", (waiter,))
+            _stop_listening(conn, waiter)
+
+
+def _stop_listening(conn: psycopg.Connection, waiter: uuid.UUID) -> None:
+    """UNLISTEN and unregister; on a connection that broke (the server went away) there is nothing
+    to undo (its registration expires by itself), and the request's own outcome stands."""
+    if conn.broken or conn.closed:
+        return
+    try:
+        conn.execute("UNLISTEN *")
+        conn.execute("DELETE FROM waiters WHERE waiter = %s", (waiter,))
+    except psycopg.OperationalError:
+        pass
 
 
 def _sleep(conn: psycopg.Connection | None, timeout_s: float) -> bool:
     """Block until a notification arrives on the listening `conn` or `timeout_s` passes."""
-    if conn is None:
-        time.sleep(max(0.0, timeout_s))
-        return False
-    return any(True for _ in conn.notifies(timeout=max(0.0, timeout_s), stop_after=1))
+    if conn is not None and not (conn.broken or conn.closed):
+        started = time.monotonic()
+        try:
+            return any(True for _ in conn.notifies(timeout=max(0.0, timeout_s), stop_after=1))
+        except psycopg.OperationalError:  # the listening connection broke: sleep out the period, and
+            timeout_s -= time.monotonic() - started  # let the next attempt find whether the database is there
+    time.sleep(max(0.0, timeout_s))
+    return False

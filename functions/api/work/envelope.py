@@ -30,6 +30,7 @@ _CODES = {
     "not_found": "NOT_FOUND",
     "too_large": "PAYLOAD_TOO_LARGE",
     "invalid": "VALIDATION_ERROR",
+    "unavailable": "SERVICE_UNAVAILABLE",
 }
 
 
