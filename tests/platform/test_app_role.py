@@ -11,6 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+import support.database
 from functions import routes as route_table
 from postbox import db, roles
 from support.database import as_role
@@ -20,14 +21,16 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def app_url(database_url):
-    return as_role(database_url, roles.APP, "app-role-test-password")
+    # the owner gives the login: a session already running as the app role may not ALTER ROLE
+    return as_role(support.database.OWNER_URL or database_url, roles.APP, "app-role-test-password")
 
 
 def test_the_app_role_has_dml_and_execute_on_everything_and_nothing_else(app_url):
     with db.connection() as conn:
         tables = [r[0] for r in conn.execute(
             "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-            " WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND c.relname NOT IN ('schema_migrations', 'schema_functions')")]
+            " WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p')"
+            " AND c.relname NOT IN ('schema_migrations', 'schema_functions')")]
         functions = [r[0] for r in conn.execute(
             "SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
             " WHERE n.nspname = 'public' AND p.prokind = 'f'")]
