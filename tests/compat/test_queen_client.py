@@ -376,3 +376,22 @@ def test_a_changed_operator_chain_is_refused_as_a_config_hash_mismatch(gateway, 
         return str(refused.value)
 
     assert run(body, gateway, tenant).startswith("config_hash mismatch: query 'hashed'")
+
+
+def test_a_token_bucket_gate_lets_the_rest_through_as_it_refills_in_order(gateway, tenant):
+    """token_bucket_gate(capacity=3, refill_per_sec=3) over six messages: three pass at once, the
+    cycle acks them with `release_lease: false`, and the other three come back (same lease, a short
+    pause, not the source's 30 s leaseTime) as the bucket refills, in push order."""
+    from queen.streams.helpers.rate_limiter import token_bucket_gate
+
+    async def body(q):
+        await q.queue("tbsrc").push([{"data": n} for n in range(6)])
+        pipeline = Stream.from_(q.queue("tbsrc")).gate(token_bucket_gate(capacity=3, refill_per_sec=3))
+        runner = await stream_run(q, gateway, tenant, pipeline.to(q.queue("tbout")), "tb-q")
+        try:
+            return await drain(q, "tbout", 6, timeout_s=10.0)  # far below the source's 30 s leaseTime
+        finally:
+            await runner.stop()
+
+    out = run(body, gateway, tenant)
+    assert [m["data"] for m in out] == [{"value": n} for n in range(6)]

@@ -89,9 +89,63 @@ def test_a_pop_over_several_partitions_shares_its_batch(tenant):
     got = service.pop(p, PopRequest("sweep", batch=6, partitions=3))
     assert len(got) == 6
     by_partition = {m["partition"]: m["leaseId"] for m in got}
-    assert len(by_partition) == 2 and len(set(by_partition.values())) == 2  # one lease per partition
+    assert len(by_partition) == 2 and len(set(by_partition.values())) == 1  # one lease over both, as Queen's
     rest = service.pop(p, PopRequest("sweep", batch=100, partitions=3))
     assert len(rest) == 4 and {m["partition"] for m in rest}.isdisjoint(by_partition)
+
+
+def _pop_two_partitions(p, queue):
+    for name in ("a", "b"):
+        _push(p, queue, [f"{name}{n}" for n in range(3)], partition=name)
+    got = service.pop(p, PopRequest(queue, batch=10, partitions=2))
+    assert len(got) == 6 and len({m["leaseId"] for m in got}) == 1
+    by = {}
+    for m in got:
+        by.setdefault(m["partition"], []).append(m)
+    return got[0]["leaseId"], by["a"], by["b"]
+
+
+def test_a_multi_partition_lease_renews_and_acks_every_partition_it_covers(tenant):
+    p = tenant.principal
+    service.configure(p, "shared", {"leaseTime": 30})
+    lease, a, b = _pop_two_partitions(p, "shared")
+    renewed = service.extend(p, lease, 120)
+    assert renewed["success"] is True
+    assert {g["leased"] for part in service.queue_resource(p, "shared")["partitions"]
+            for g in part["consumerGroups"]} == {True}
+    # a partial ack on one partition keeps the lease on both; acking each partition's last releases it
+    done = service.ack(p, [Ack(lease, "completed", a[0]["transactionId"], a[0]["partitionId"])])
+    assert done[0]["partitionId"] == a[0]["partitionId"] and done[0]["leaseReleased"] is False
+    done = service.ack(p, [Ack(lease, "completed", m["transactionId"], m["partitionId"]) for m in (a[-1], b[-1])])
+    assert [d["partitionId"] for d in done] == [a[-1]["partitionId"], b[-1]["partitionId"]]
+    assert all(d["leaseReleased"] for d in done)
+    with pytest.raises(Conflict):
+        service.extend(p, lease, 60)
+    assert service.pop(p, PopRequest("shared", batch=10, partitions=2)) == []
+
+
+def test_a_multi_partition_lease_nacked_on_one_partition_keeps_the_other(tenant):
+    p = tenant.principal
+    lease, a, b = _pop_two_partitions(p, "half")
+    done = service.ack(p, [Ack(lease, "failed", a[0]["transactionId"], a[0]["partitionId"])])
+    assert done[0]["leaseReleased"] is True
+    again = service.pop(p, PopRequest("half", batch=10, partitions=2))
+    assert [m["data"] for m in again] == ["a0", "a1", "a2"] and again[0]["leaseId"] != lease
+    # the other partition's lease is still live and acks by the same lease id
+    assert service.extend(p, lease, 60)["partitionId"] == b[0]["partitionId"]
+    done = service.ack(p, [Ack(lease, "completed", b[-1]["transactionId"], b[-1]["partitionId"])])
+    assert done[0]["leaseReleased"] is True
+
+
+def test_a_whole_lease_ack_naming_no_partition_commits_every_partition_of_the_lease(tenant):
+    p = tenant.principal
+    lease, a, b = _pop_two_partitions(p, "whole")
+    service.ack(p, [Ack(lease, "completed")])
+    assert service.pop(p, PopRequest("whole", batch=10, partitions=2)) == []
+    lease, a, b = _pop_two_partitions(p, "bytx")
+    done = service.ack(p, [Ack(lease, "completed", b[-1]["transactionId"])])  # found on its partition
+    assert done[0]["partitionId"] == b[0]["partitionId"] and done[0]["leaseReleased"] is True
+    assert service.extend(p, lease, 60)["partitionId"] == a[0]["partitionId"]
 
 
 def test_an_ack_without_a_lease_uses_the_partitions_live_lease(tenant):

@@ -41,10 +41,11 @@ DeadLetters = Callable[[psycopg.Connection, Cursor, list[Entry], int, "str | Non
 
 
 def grant(conn: psycopg.Connection, cursor: Cursor, batch_end: int, lease_seconds: float,
-          last_id: str | None = None) -> tuple[str, datetime]:
+          last_id: str | None = None, lease_id: str | None = None) -> tuple[str, datetime]:
     """Lease [committed, batch_end) on a claimed cursor (`last_id`: its last record's id); returns
-    (lease id, expiry). The batch keeps the cursor's attempts."""
-    lease_id = str(uuid.uuid4())
+    (lease id, expiry). The batch keeps the cursor's attempts. `lease_id`: a lease id other cursors
+    hold too (one lease over several partitions); a new one when None."""
+    lease_id = lease_id or str(uuid.uuid4())
     expires = conn.execute(
         "UPDATE log_cursors SET lease_id = %(l)s, lease_expires_at = clock_timestamp() + %(s)s * interval '1 second',"
         " batch_start = committed, batch_end = %(e)s, batch_last_id = %(last)s,"
@@ -56,18 +57,31 @@ def grant(conn: psycopg.Connection, cursor: Cursor, batch_end: int, lease_second
     return lease_id, expires
 
 
-def held(conn: psycopg.Connection, lease_id: str) -> Cursor | None:
-    """The cursor holding `lease_id` (live or expired), locked for the caller's transaction."""
+def held(conn: psycopg.Connection, lease_id: str, partition_id: int | str | None = None) -> Cursor | None:
+    """The cursor holding `lease_id` (live or expired) on `partition_id` (None: the first, by
+    partition, of the cursors holding it: one lease may cover several partitions), locked for the
+    caller's transaction."""
+    found = holders(conn, lease_id, partition_id)
+    return found[0] if found else None
+
+
+def holders(conn: psycopg.Connection, lease_id: str, partition_id: int | str | None = None) -> list[Cursor]:
+    """Every cursor holding `lease_id` (one per partition it covers; only `partition_id`'s when
+    given), in partition order, locked (a fixed lock order) for the caller's transaction."""
     try:
         uuid.UUID(str(lease_id))
     except ValueError:
-        return None
-    row = conn.execute(
+        return []
+    if partition_id is not None and not str(partition_id).isdigit():
+        return []
+    partition_id = None if partition_id is None else int(partition_id)
+    rows = conn.execute(
         f"SELECT {COLUMNS} FROM log_cursors c JOIN log_partitions p ON p.id = c.partition_id"
-        " WHERE c.lease_id = %s FOR UPDATE OF c",
-        (str(lease_id),),
-    ).fetchone()
-    return Cursor(*row) if row else None
+        " WHERE c.lease_id = %s AND (%s::bigint IS NULL OR c.partition_id = %s::bigint)"
+        " ORDER BY c.partition_id FOR UPDATE OF c",
+        (str(lease_id), partition_id, partition_id),
+    ).fetchall()
+    return [Cursor(*r) for r in rows]
 
 
 def extend(conn: psycopg.Connection, cursor: Cursor, seconds: float) -> datetime:
@@ -77,6 +91,28 @@ def extend(conn: psycopg.Connection, cursor: Cursor, seconds: float) -> datetime
         " WHERE partition_id = %s AND consumer_group = %s RETURNING lease_expires_at",
         (seconds, cursor.partition_id, cursor.group),
     ).fetchone()[0]
+
+
+def extend_lease(conn: psycopg.Connection, lease_id: str, seconds: float) -> datetime | None:
+    """Push every live cursor of `lease_id` (all the partitions it covers) to `seconds` from now;
+    the earliest expiry among them, or None when none is live."""
+    return conn.execute(
+        "WITH renewed AS (UPDATE log_cursors SET lease_expires_at = clock_timestamp() + %s * interval '1 second'"
+        " WHERE lease_id = %s AND lease_expires_at > clock_timestamp() RETURNING lease_expires_at)"
+        " SELECT min(lease_expires_at) FROM renewed",
+        (seconds, str(lease_id)),
+    ).fetchone()[0]
+
+
+def shorten(conn: psycopg.Connection, cursor: Cursor, seconds: float) -> None:
+    """A live lease ends `seconds` from now, unless it ends sooner: the rest of its batch is
+    offered again then (its expiry is a redelivery, as any lease's)."""
+    conn.execute(
+        "UPDATE log_cursors"
+        " SET lease_expires_at = least(lease_expires_at, clock_timestamp() + %s * interval '1 second')"
+        " WHERE partition_id = %s AND consumer_group = %s",
+        (seconds, cursor.partition_id, cursor.group),
+    )
 
 
 def release(conn: psycopg.Connection, cursor: Cursor, *, attempts: int, delay_ms: int = 0) -> None:

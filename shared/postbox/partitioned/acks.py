@@ -24,6 +24,10 @@ from ..log_engine import cursors, leases
 from . import OWNER_KIND, QUEUE_MODE, counters, failures, queues
 from .shapes import is_dead_letter, is_ok
 
+# A partial ack that keeps the lease (a streaming gate's `release_lease: false`) keeps it this long:
+# then the rest of the batch is offered again, in order, to whoever pops the partition for the group.
+RETAINED_LEASE_SECONDS = 1.0
+
 
 @dataclass(frozen=True)
 class Ack:
@@ -37,8 +41,9 @@ class Ack:
 
 def _holder(conn: psycopg.Connection, tenant_id: str, lease_id: str, partition_id: str | None,
             group: str | None) -> cursors.Cursor:
-    """The live lease's cursor, locked; a stale, foreign or mismatched lease changes nothing."""
-    cur = leases.held(conn, lease_id)
+    """The live lease's cursor (on `partition_id`, when given: a multi-partition pop's lease covers
+    several), locked; a stale, foreign or mismatched lease changes nothing."""
+    cur = leases.held(conn, lease_id, partition_id)
     if (cur is not None and cur.tenant_id == tenant_id and cur.owner_kind == OWNER_KIND and cur.lease_live
             and (partition_id is None or str(cur.partition_id) == str(partition_id))
             and (group is None or cur.group == group)):
@@ -107,11 +112,13 @@ def _commit_whole(conn: psycopg.Connection, tenant_id: str, first: Ack,
     pid = str(first.partition_id) if first.partition_id is not None else None
     if pid is not None and not pid.isdigit():
         return None
+    txs = [a.transaction_id for a in group]
+    if pid is None and None in txs:
+        return None  # the whole lease, naming no partition: it may cover several (the general path)
     try:
         uuid.UUID(str(first.lease_id))
     except ValueError:
         return None
-    txs = [a.transaction_id for a in group]
     done = conn.execute(_ACK, (str(first.lease_id), tenant_id, int(pid) if pid else None, first.consumer_group,
                                None if None in txs else txs)).fetchone()
     if done is None:
@@ -134,19 +141,24 @@ def ack_one_statement(conn: psycopg.Connection, tenant_id: str, acks: list[Ack])
     fast = _commit_whole(conn, tenant_id, acks[0], acks)
     if fast is None:
         return None
-    return _ack_results(acks, {lease_id: fast[0]}, {lease_id: fast[1]})
+    return _ack_results(acks, {_key(first): fast[0]}, {_key(first): fast[1]})
 
 
-def _ack_results(acks: list[Ack], partition_of: dict[str, int],
-                 settled: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+def _key(a: Ack) -> tuple[str, str | None]:
+    """What one settlement covers: a lease on one partition (a lease may cover several)."""
+    return str(a.lease_id), None if a.partition_id is None else str(a.partition_id)
+
+
+def _ack_results(acks: list[Ack], partition_of: dict[Any, int],
+                 settled: dict[Any, dict[str, Any]]) -> list[dict[str, Any]]:
     return [{
         "transactionId": a.transaction_id,
         "leaseId": str(a.lease_id),
-        "partitionId": str(partition_of[str(a.lease_id)]),
+        "partitionId": str(partition_of[_key(a)]),
         "status": "completed" if is_ok(a.status) else "failed",
         "success": True,
-        "dlq": settled[str(a.lease_id)]["dlq"],
-        "leaseReleased": settled[str(a.lease_id)]["lease_released"],
+        "dlq": settled[_key(a)]["dlq"],
+        "leaseReleased": settled[_key(a)]["lease_released"],
     } for a in acks]
 
 
@@ -166,6 +178,25 @@ def _with_current_lease(conn: psycopg.Connection, tenant_id: str, a: Ack) -> Ack
     return replace(a, lease_id=str(row[0]))
 
 
+def _on_partitions(conn: psycopg.Connection, a: Ack) -> list[Ack]:
+    """An ack naming a lease but no partition, on the partition(s) of that lease it acks: the one
+    holding its transactionId, or, without one, every partition the lease covers (the whole lease).
+    Unchanged when the lease covers one partition or none (the holder check then decides)."""
+    if a.partition_id is not None:
+        return [a]
+    held = leases.holders(conn, str(a.lease_id))
+    if len(held) < 2:
+        return [a]
+    if a.transaction_id is None:
+        return [replace(a, partition_id=str(c.partition_id)) for c in held]
+    for c in held:
+        if c.batch_last_id == a.transaction_id or (c.batch_start is not None and c.batch_end is not None and any(
+                e.id == a.transaction_id for e in cursors.read_window(
+                    conn, c.partition_id, c.batch_start, c.batch_end - c.batch_start, c.batch_end))):
+            return [replace(a, partition_id=str(c.partition_id))]
+    raise Conflict(f"transactionId {a.transaction_id} is not in this lease", code="not_in_lease")
+
+
 def require_live(conn: psycopg.Connection, tenant_id: str, lease_ids: list[str]) -> None:
     """409 unless every lease is live and the tenant's (a transaction's `requiredLeases`)."""
     for lease_id in sorted(set(lease_ids)):
@@ -176,22 +207,32 @@ def ack(conn: psycopg.Connection, tenant_id: str, acks: list[Ack]) -> list[dict[
     """Acks, grouped by lease; all or nothing (one refused lease refuses the call).
     One result per ack, in input order."""
     acks = [a if a.lease_id is not None else _with_current_lease(conn, tenant_id, a) for a in acks]
+    acks = [b for a in acks for b in _on_partitions(conn, a)]
     by_lease: dict[str, list[Ack]] = {}
     for a in acks:
         by_lease.setdefault(str(a.lease_id), []).append(a)
-    partition_of: dict[str, int] = {}
-    settled: dict[str, dict[str, Any]] = {}
+    partition_of: dict[Any, int] = {}
+    settled: dict[Any, dict[str, Any]] = {}
     for lease_id in sorted(by_lease):  # a fixed lock order: concurrent batch acks cannot deadlock
-        group = by_lease[lease_id]
-        first = group[0]
-        if any(a.partition_id is not None and str(a.partition_id) != str(first.partition_id) for a in group):
+        of_lease = by_lease[lease_id]
+        named = sorted({str(a.partition_id) for a in of_lease if a.partition_id is not None},
+                       key=lambda p: (not p.isdigit(), int(p) if p.isdigit() else 0, p))
+        if len(named) > 1 and len(leases.holders(conn, lease_id)) < 2:  # one partition's lease, acked on two
             raise Conflict("lease is not held: it expired, was released, or is not yours", code="invalid_lease")
-        fast = _commit_whole(conn, tenant_id, first, group)
-        if fast is not None:
-            partition_of[lease_id], settled[lease_id] = fast
-            continue
-        cur = _holder(conn, tenant_id, lease_id, first.partition_id, first.consumer_group)
-        partition_of[lease_id], settled[lease_id] = cur.partition_id, _settle(conn, cur, group)
+        # One settlement per partition of the lease (a multi-partition pop's covers several); an ack
+        # naming no partition settles with the others (`_on_partitions` named it where that mattered).
+        parts = {p: [a for a in of_lease if a.partition_id is None or str(a.partition_id) == p] for p in named}
+        for group in parts.values() or [of_lease]:
+            first = next((a for a in group if a.partition_id is not None), group[0])
+            fast = _commit_whole(conn, tenant_id, first, group)
+            if fast is not None:
+                partition_of.update(dict.fromkeys({_key(a) for a in group}, fast[0]))
+                settled.update(dict.fromkeys({_key(a) for a in group}, fast[1]))
+                continue
+            cur = _holder(conn, tenant_id, lease_id, first.partition_id, first.consumer_group)
+            out = _settle(conn, cur, group)
+            partition_of.update(dict.fromkeys({_key(a) for a in group}, cur.partition_id))
+            settled.update(dict.fromkeys({_key(a) for a in group}, out))
     return _ack_results(acks, partition_of, settled)
 
 
@@ -216,9 +257,15 @@ def ack_lease(conn: psycopg.Connection, tenant_id: str, lease_id: str, *, status
         raise Invalid("count: must be >= 0")
     entries = cursors.read_window(conn, cur.partition_id, cur.committed, count, cur.batch_end) if count else []
     upto = entries[-1].offset + 1 if entries else cur.committed
-    cursors.commit(conn, cur, upto, release=False, consumed=len(entries))
+    done = cur.batch_end is not None and upto >= cur.batch_end
+    cursors.commit(conn, cur, upto, release=done, consumed=len(entries))
     counters.add(conn, cur.owner_id, acked=len(entries))
-    return {"success": True, "count": len(entries), "lease_released": False, "dlq": False}
+    if not done:
+        # The rest stays leased, as in Queen, but only for a short pause instead of the lease's
+        # remaining time: a gate that denied it (a rate limiter waiting for tokens) sees it again,
+        # in order, as soon as it can pass, not a whole leaseTime later.
+        leases.shorten(conn, cur, RETAINED_LEASE_SECONDS)
+    return {"success": True, "count": len(entries), "lease_released": done, "dlq": False}
 
 
 def extend(conn: psycopg.Connection, tenant_id: str, lease_id: str, seconds: float | None) -> dict[str, Any]:
@@ -226,7 +273,8 @@ def extend(conn: psycopg.Connection, tenant_id: str, lease_id: str, seconds: flo
     cur = _holder(conn, tenant_id, lease_id, None, None)
     if seconds is None:
         seconds = queues.by_id(conn, cur.owner_id).lease_time
-    expires = leases.extend(conn, cur, seconds).isoformat().replace("+00:00", "Z")
+    # Every partition the lease covers (a multi-partition pop's), as Queen's renewal; the earliest.
+    expires = leases.extend_lease(conn, lease_id, seconds).isoformat().replace("+00:00", "Z")
     # Queen's names (`success`, `newExpiresAt`, `expiresAt`, `renewed`) beside Postbox's own.
     return {"leaseId": str(lease_id), "success": True, "renewed": 1, "newExpiresAt": expires, "expiresAt": expires,
             "leaseExpiresAt": expires, "partitionId": str(cur.partition_id)}

@@ -47,13 +47,17 @@ def _join_group(conn: psycopg.Connection, queue: queues.Queue, group: str, start
 
 _POP = "SELECT * FROM pq_pop(%s::uuid, %s, %s, %s, %s::int, %s, %s::timestamptz, %s)"
 _LAST_ID = "SELECT pq_lease_last(%s::uuid, %s, %s)"
+_JOIN = "SELECT pq_lease_join(%s::uuid, %s, %s, %s::uuid)"
 
 
 def pop(conn: psycopg.Connection, tenant_id: str, queue: str, partition: str | None, group: str, batch: int, *,
-        start: cursors.Start = "all", auto_ack: bool = False) -> tuple[int, list[dict[str, Any]]]:
+        start: cursors.Start = "all", auto_ack: bool = False,
+        share: str | None = None) -> tuple[int, list[dict[str, Any]]]:
     """Pop on an autocommit connection: (queue id, messages). The usual case is the SQL function
     pq_pop (claim and lease in one round trip) plus one statement recording the batch's last id
-    (acks name it); expired leases and delayed queues take `lease` in a transaction."""
+    (acks name it); expired leases and delayed queues take `lease` in a transaction. `share`: the
+    lease id of this pop's earlier partitions, which the batch is leased under too (one lease id
+    over every partition of a multi-partition pop, as Queen's)."""
     if not 1 <= batch <= MAX_BATCH:
         raise Invalid(f"batch: must be 1-{MAX_BATCH}")
     mode, since = ("time", start) if isinstance(start, datetime) else ("new" if start == "new" else "all", None)
@@ -68,20 +72,27 @@ def pop(conn: psycopg.Connection, tenant_id: str, queue: str, partition: str | N
             only = store.find_partition(conn, OWNER_KIND, found.id, partition) if partition is not None else None
             if partition is not None and only is None:
                 raise NotFound(f"partition not found: {partition}")
-            return queue_id, lease(conn, found, group, batch, partition=only, start=start, auto_ack=auto_ack)
+            return queue_id, lease(conn, found, group, batch, partition=only, start=start, auto_ack=auto_ack,
+                                   share=share)
     entries: list[Entry] = []
     cursors.cut([r[8:] for r in rows], start_at, end, end - start_at, entries)
     if lease_id is not None:
         last = entries[-1] if entries else None
-        conn.execute(_LAST_ID, (lease_id, last.id if last else None, last.offset + 1 if last else None))
+        given = (lease_id, last.id if last else None, last.offset + 1 if last else None)
+        if share is None:
+            conn.execute(_LAST_ID, given)
+        else:
+            conn.execute(_JOIN, (*given, share))
+            lease_id = share
     return queue_id, messages(queue, name, partition_id, group, entries, lease_id, retries)
 
 
 def lease(conn: psycopg.Connection, queue: queues.Queue, group: str, batch: int, *,
           partition: store.Partition | None = None, start: cursors.Start = "all",
-          auto_ack: bool = False) -> list[dict[str, Any]]:
+          auto_ack: bool = False, share: str | None = None) -> list[dict[str, Any]]:
     """Lease the next batch (up to `batch` messages) of one partition for `group`; [] when none
-    is available. With `auto_ack` the cursor commits at once and no lease is held."""
+    is available. With `auto_ack` the cursor commits at once and no lease is held. `share`: lease
+    it under that lease id (a multi-partition pop's), not a new one."""
     if not 1 <= batch <= MAX_BATCH:
         raise Invalid(f"batch: must be 1-{MAX_BATCH}")
     _join_group(conn, queue, group, start)
@@ -112,7 +123,7 @@ def lease(conn: psycopg.Connection, queue: queues.Queue, group: str, batch: int,
             cursors.commit(conn, cur, end, release=True, consumed=len(entries))
             counters.add(conn, queue.id, acked=len(entries))
         else:
-            lease_id, _ = leases.grant(conn, cur, end, queue.lease_time, entries[-1].id)
+            lease_id, _ = leases.grant(conn, cur, end, queue.lease_time, entries[-1].id, lease_id=share)
         return messages(queue.name, cur.partition, cur.partition_id, cur.group, entries, lease_id, cur.attempts)
 
 

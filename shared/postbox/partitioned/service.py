@@ -64,7 +64,9 @@ class PopRequest:
 def pop(principal: Principal, request: PopRequest) -> list[dict[str, Any]]:
     """Lease the next batch of up to `partitions` partitions; with `wait`, long-poll (bounded) until
     one is ready. A queue or partition that does not exist yet is empty, as in Queen: a worker
-    started before its producer waits (re-checking) instead of failing."""
+    started before its producer waits (re-checking) instead of failing. The partitions one pop
+    leases share one lease id, as Queen's (renewing it renews them all; acks name it with the
+    partition)."""
     tenant = _require(principal, "write")
     group = request.consumer_group or QUEUE_MODE
     limit_ms = wakeup.max_wait_seconds() * 1000
@@ -76,9 +78,10 @@ def pop(principal: Principal, request: PopRequest) -> list[dict[str, Any]]:
         with db.connection() as conn:  # autocommit: the usual pop is two single-statement steps
             for _ in range(sweep):  # each round leases another partition (the last one is held now)
                 try:
+                    share = found[0]["leaseId"] if found else None
                     queue_id, more = consume.pop(conn, tenant, request.queue, request.partition, group,
                                                  request.batch - len(found), start=request.start,
-                                                 auto_ack=request.auto_ack)
+                                                 auto_ack=request.auto_ack, share=share)
                 except NotFound:
                     return found, []  # nothing to listen on yet: re-checked until it exists
                 found += more

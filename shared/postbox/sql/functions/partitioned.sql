@@ -254,6 +254,21 @@ BEGIN
     END IF;
 END $$;
 
+-- pq_lease_last for a later partition of a multi-partition pop: the batch's last record, and the
+-- lease moves to the pop's shared lease id p_shared (one lease id over every partition it claimed).
+CREATE OR REPLACE FUNCTION pq_lease_join(p_lease uuid, p_last text, p_end bigint, p_shared uuid)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM set_config('synchronous_commit', 'off', true);
+    IF p_last IS NULL THEN
+        UPDATE log_cursors SET lease_id = NULL, lease_expires_at = NULL, batch_start = NULL, batch_end = NULL,
+                               batch_last_id = NULL
+        WHERE lease_id = p_lease;
+    ELSE
+        UPDATE log_cursors SET batch_last_id = p_last, batch_end = p_end, lease_id = p_shared WHERE lease_id = p_lease;
+    END IF;
+END $$;
+
 -- The usual ack in one round trip: when p_lease is live, the tenant's, on the partition and group
 -- given (when given) and (with p_last) one of p_last is the batch's last record, commit the whole
 -- leased batch, release the lease and count the records acked. One row (partition, records
