@@ -1,0 +1,4 @@
+"""
+Queen Python client tests
+"""
+
