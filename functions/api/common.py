@@ -95,7 +95,94 @@ def first_invalid(details: dict[str, Any]) -> tuple[str, str]:
     return field_of(first.get("loc", ["body"])), first.get("msg", "invalid")
 
 
-class SurfaceResolver(APIGatewayHttpResolver):
+class RequestLocalResolver(APIGatewayHttpResolver):
+    """A resolver that may serve several requests of one process at once, as the local gateway has it
+    do (a thread per connection); Lambda never does (one request per environment at a time), and
+    Powertools is written for that:
+
+    - what `resolve()` keeps per request (the event, the Lambda context, the routing `context` with
+      `_route`, `_route_args`, `_request`, and the debug `processed_stack_frames`) Powertools keeps on
+      the class or the instance; here each is kept per thread, so no request sees another's;
+    - a route builds its middleware stack on its first call by reassigning `_middleware_stack` one
+      frame at a time, so two first calls at once chain onto each other's half-built stack (and the
+      adapter then calls a frame with the route's arguments: a TypeError, kept for every later
+      call). `build_routes()` builds every route's stack before serving (the gateway calls it at a
+      worker's start); a route not built yet is built under a lock.
+    """
+
+    def __init__(self, **options: Any) -> None:
+        self._local = threading.local()
+        self._building = threading.Lock()
+        super().__init__(**options)
+
+    @property
+    def current_event(self) -> Any:
+        return self._local.event
+
+    @current_event.setter
+    def current_event(self, value: Any) -> None:
+        self._local.event = value
+
+    @property
+    def lambda_context(self) -> Any:
+        return getattr(self._local, "lambda_context", None)
+
+    @lambda_context.setter
+    def lambda_context(self, value: Any) -> None:
+        self._local.lambda_context = value
+
+    @property
+    def context(self) -> dict:
+        found = getattr(self._local, "context", None)
+        if found is None:
+            found = self._local.context = {}
+        return found
+
+    @context.setter
+    def context(self, value: dict) -> None:
+        self._local.context = value
+
+    @property
+    def processed_stack_frames(self) -> list[str]:
+        found = getattr(self._local, "frames", None)
+        if found is None:
+            found = self._local.frames = []
+        return found
+
+    @processed_stack_frames.setter
+    def processed_stack_frames(self, value: list[str]) -> None:
+        self._local.frames = value
+
+    def resolve(self, event: dict, context: Any) -> dict:
+        # Powertools sets both on `BaseRouter` (every resolver's class), which the properties above
+        # shadow for this resolver: these are the values its request reads.
+        self._local.event = self._to_proxy_event(event)
+        self._local.lambda_context = context
+        return super().resolve(event, context)
+
+    def build_routes(self) -> int:
+        """Build every route's middleware stack and request model now, before the first request
+        (they are what a route's first call would build); the number of routes."""
+        routes = self._static_routes + self._dynamic_routes
+        for route in routes:
+            if route.enable_validation if route.enable_validation is not None else self._enable_validation:
+                _ = route.dependant, route.body_field  # what validation reads (built lazily, idempotent)
+            self._build(route)
+        return len(routes)
+
+    def _build(self, route: Route) -> None:
+        if route._middleware_stack_built:
+            return
+        with self._building:
+            if not route._middleware_stack_built:  # Route.__call__ then finds it built
+                route._build_middleware_stack(router_middlewares=self._router_middlewares, app=self)
+
+    def _call_route(self, route: Route, route_arguments: dict[str, str]) -> ResponseBuilder:
+        self._build(route)
+        return super()._call_route(route, route_arguments)
+
+
+class SurfaceResolver(RequestLocalResolver):
     """A resolver with validation on, whose errors are shaped by one `envelope` function.
 
     `envelope(status, code, message, details)` returns the body of the surface's error answer.
@@ -107,14 +194,10 @@ class SurfaceResolver(APIGatewayHttpResolver):
     depth, NUL), each failure a 4xx in the surface's envelope naming the field. What nobody
     expected is logged and answered 500 in the same envelope.
 
-    The current event and context are kept per thread: Powertools keeps the event on the class and
-    the context on the instance, which is right for Lambda (one invocation at a time per process)
-    but not for the local gateway, which runs concurrent requests (long polls among them) on the
-    threads of one process.
+    Per-request state is kept per thread, and routes' stacks built once (see `RequestLocalResolver`).
     """
 
     def __init__(self, envelope: Envelope, validation_status: int = 422, *, anonymous: bool = False) -> None:
-        self._local = threading.local()
         super().__init__(enable_validation=True)
         self.envelope = envelope
         self.validation_status = validation_status
@@ -149,29 +232,6 @@ class SurfaceResolver(APIGatewayHttpResolver):
         """A path parameter is any text between slashes: API Gateway already matched the route, and a
         name the surface refuses is its own 404 or invalid-name answer, never "No such route"."""
         return re.compile(base_regex.format(re.sub(r"<(\w+)>", r"(?P<\1>[^/]+)", rule)))
-
-    @property
-    def current_event(self) -> Any:
-        return self._local.event
-
-    @current_event.setter
-    def current_event(self, value: Any) -> None:
-        self._local.event = value
-
-    @property
-    def context(self) -> dict:
-        found = getattr(self._local, "context", None)
-        if found is None:
-            found = self._local.context = {}
-        return found
-
-    @context.setter
-    def context(self, value: dict) -> None:
-        self._local.context = value
-
-    def resolve(self, event: dict, context: Any) -> dict:
-        self._local.event = self._to_proxy_event(event)
-        return super().resolve(event, context)
 
     def _to_response(self, result: Any) -> Any:
         """A route's dict or list answer, serialized here when it holds JSON types only. Powertools

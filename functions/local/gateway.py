@@ -12,11 +12,13 @@ fails it (500). `/openapi.json` and `/docs` are the gateway's own (see `apidocs`
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
 import time
 from typing import Any
 
+from functions.api.common import RequestLocalResolver
 from functions.local import apidocs, requestlog
 from functions.local.events import HttpResponse, authorizer_event, http_event, json_message, read_response
 from functions.local.invoke import entry_point, invoke
@@ -73,11 +75,15 @@ class LocalGateway:
     def preload(self) -> None:
         """Import the authorizer and every surface function, and open the pool's first connections,
         before the first request: a worker's first requests then cost what the later ones do, as a
-        Lambda function's handler is imported in its init phase, not by the request it serves."""
+        Lambda function's handler is imported in its init phase, not by the request it serves.
+        Each function's resolver builds every route's middleware stack here, before this process
+        serves requests from several threads at once (see `RequestLocalResolver`)."""
         from postbox import db
 
-        for dotted in (AUTHORIZER, *FUNCTIONS.values()):
+        entry_point(AUTHORIZER)
+        for dotted in FUNCTIONS.values():
             entry_point(dotted)
+            resolver_of(dotted).build_routes()
         db.pool().wait()
 
     def handle(
@@ -142,6 +148,15 @@ class LocalGateway:
         if self.request_log:
             requestlog.record(method, path, TOO_LARGE.status, 0.0, None)
         return TOO_LARGE
+
+
+def resolver_of(dotted: str) -> RequestLocalResolver:
+    """The resolver (`app`) of a surface function's module, which must be one that serves concurrent
+    requests: Lambda gives a function one request at a time, this gateway gives it several."""
+    resolver = getattr(importlib.import_module(dotted.rpartition(".")[0]), "app", None)
+    if not isinstance(resolver, RequestLocalResolver):
+        raise TypeError(f"{dotted}: its app is not a RequestLocalResolver, which the local gateway needs")
+    return resolver
 
 
 def serving_gateway(request_log: bool | None = None) -> LocalGateway:

@@ -12,8 +12,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler import Response
 
+from functions.api.common import RequestLocalResolver
 from functions.observability import instrument
 
 logger, metrics, lambda_handler = instrument("console")
@@ -29,7 +30,7 @@ SECURITY = {
     "Cache-Control": "no-cache",
 }
 
-app = APIGatewayHttpResolver()
+app = RequestLocalResolver()  # the local gateway serves it from several threads at once
 
 
 @cache
