@@ -9,7 +9,8 @@ row. Each line runs the same single-message workload on 2 threads, one connectio
 committed transaction per call, taking turns: a pair of connections whose backends collide, then a
 pair whose backends do not (the reference), in short turns, each side first in every other turn.
 ratio = colliding / apart (medians over the turns; the note adds the median of each turn's ratio
-and every turn's figures): 1.0 is no loss.
+and every turn's figures): 1.0 is no loss. Under each line: the share of samples (taken every
+few milliseconds from a third connection) in which a backend of the pair was waiting for a lock.
 
 - `queue send`: the queues surface's `queue_send` of one message (as `send_messages` calls it): the
   queue's counters, the tenant's stored bytes and its month's messages.
@@ -59,11 +60,40 @@ def _pairs(url: str) -> tuple[list[psycopg.Connection], list[psycopg.Connection]
     return collide, apart
 
 
-def _run_pair(conns: list[psycopg.Connection], call: tuple[str, tuple], seconds: float) -> float:
+class LockWaits:
+    """Samples, every few milliseconds on a connection of its own, whether a backend of the pair is
+    waiting for a lock (pg_stat_activity): the share of samples it was is a figure the machine's
+    load moves far less than a rate."""
+
+    def __init__(self, url: str) -> None:
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.samples = self.waiting = 0
+
+    def during(self, pids: list[int], stop: threading.Event) -> threading.Thread:
+        def body() -> None:
+            while not stop.is_set():
+                n = self.conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = ANY(%s)"
+                                      " AND wait_event_type = 'Lock'", (pids,)).fetchone()[0]
+                self.samples += 1
+                self.waiting += n > 0
+                time.sleep(0.002)
+
+        thread = threading.Thread(target=body)
+        thread.start()
+        return thread
+
+    def share(self) -> float:
+        return self.waiting / max(self.samples, 1)
+
+
+def _run_pair(conns: list[psycopg.Connection], call: tuple[str, tuple], seconds: float,
+              waits: LockWaits | None = None) -> float:
     """Both connections call `call` (one committed transaction each time) for `seconds`: calls per second."""
     sql, args = call
     counts = [0] * len(conns)
     start = threading.Barrier(len(conns) + 1)
+    stop = threading.Event()
+    sampler = waits.during([c.info.backend_pid for c in conns], stop) if waits else None
 
     def body(i: int) -> None:
         conn = conns[i]
@@ -81,7 +111,11 @@ def _run_pair(conns: list[psycopg.Connection], call: tuple[str, tuple], seconds:
     t0 = time.perf_counter()
     for t in threads:
         t.join()
-    return sum(counts) / (time.perf_counter() - t0)
+    elapsed = time.perf_counter() - t0
+    stop.set()
+    if sampler:
+        sampler.join()
+    return sum(counts) / elapsed
 
 
 def main() -> None:
@@ -118,16 +152,22 @@ def main() -> None:
                 _run_pair(conns, call, 0.5)
             ours: list[float] = []
             ref: list[float] = []
+            waits = {id(collide): LockWaits(url), id(apart): LockWaits(url)}
             for turn in range(counts["turns"]):  # taking turns, each side first in every other turn
                 common.checkpoint(url)
                 sides = [(collide, ours), (apart, ref)]
                 for conns, into in sides if turn % 2 == 0 else sides[::-1]:
-                    into.append(_run_pair(conns, call, counts["seconds"]))
+                    into.append(_run_pair(conns, call, counts["seconds"], waits[id(conns)]))
             o, r = statistics.median(ours), statistics.median(ref)
             paired = statistics.median(a / b for a, b in zip(ours, ref, strict=True))
             table.row(label, round(o * counts["seconds"] * counts["turns"]), f"{o:,.0f}/s", f"{r:,.0f}/s", o / r,
                       f"median of the turns' ratios {paired:.2f}; turns: "
                       + " ".join(f"{a:,.0f}|{b:,.0f}" for a, b in zip(ours, ref, strict=True)))
+            print(f"{'':<42}a backend of the pair waiting for a lock: colliding {waits[id(collide)].share():.0%}"
+                  f" of {waits[id(collide)].samples:,} samples, apart {waits[id(apart)].share():.0%}"
+                  f" of {waits[id(apart)].samples:,}", flush=True)
+            for w in waits.values():
+                w.conn.close()
         for conn in collide + apart:
             conn.close()
 
