@@ -118,12 +118,13 @@ def cycle_partitioned(t: Timer, n: int, q: str) -> None:
     assert len(got) == n
 
 
-def cycle_streams(t: Timer, n: int, s: str) -> None:
+def cycle_keyed_streams(t: Timer, n: int, s: str) -> None:
     for i in range(n):  # publish takes one message per request
-        t.call("streams", "publish", "POST", f"/v1/streams/{s}/messages", {"key": f"k{i}", "payload": {"n": i}})
-    got = _json(t.call("streams", "consume", "POST", f"/v1/streams/{s}/subscriptions/w/consume",
+        t.call("keyed-streams", "publish", "POST", f"/v1/streams/{s}/messages", {"key": f"k{i}", "payload": {"n": i}})
+    got = _json(t.call("keyed-streams", "consume", "POST", f"/v1/streams/{s}/subscriptions/w/consume",
                        {"max_messages": n}))["messages"]
-    t.call("streams", "ack", "POST", f"/v1/streams/{s}/subscriptions/w/ack", {"receipts": [m["receipt"] for m in got]})
+    t.call("keyed-streams", "ack", "POST", f"/v1/streams/{s}/subscriptions/w/ack",
+           {"receipts": [m["receipt"] for m in got]})
     assert len(got) == n
 
 
@@ -144,16 +145,17 @@ def setup(t: Timer, run: str) -> dict:
         names[("queues", n)] = q = f"cq{n}{run}"
         t.call("queues", "setup", "POST", "/api/v1/queues", {"name": q})
         names[("partitioned", n)] = f"cp{n}{run}"
-        names[("streams", n)] = s = f"cs{n}{run}"
-        t.call("streams", "setup", "POST", "/v1/streams", {"name": s})
-        t.call("streams", "setup", "POST", f"/v1/streams/{s}/subscriptions", {"name": "w"})
+        names[("keyed-streams", n)] = s = f"cs{n}{run}"
+        t.call("keyed-streams", "setup", "POST", "/v1/streams", {"name": s})
+        t.call("keyed-streams", "setup", "POST", f"/v1/streams/{s}/subscriptions", {"name": "w"})
         names[("durable", n)] = d = f"cd{n}{run}"
         t.call("durable", "setup", "PUT", f"/v1/stream/{d}", raw_body="[]",
                headers={"content-type": "application/json"})
     return names
 
 
-CYCLES = {"queues": cycle_queues, "partitioned": cycle_partitioned, "streams": cycle_streams, "durable": cycle_durable}
+CYCLES = {"queues": cycle_queues, "partitioned": cycle_partitioned, "keyed-streams": cycle_keyed_streams,
+          "durable": cycle_durable}
 
 
 def wal_lsn(url: str) -> int:

@@ -23,7 +23,7 @@ VERSION = "1"
 
 _SURFACES = {
     "queues": "Queues: pgmq-style queues of JSON messages with a visibility timeout.",
-    "streams": "Keyed streams: append-only streams per project with subscriptions.",
+    "keyed-streams": "Keyed streams: append-only streams per project with subscriptions.",
     "partitioned": "Partitioned queues: Queen-style queues of ordered partitions with leases.",
     "flows": "Flows: streaming queries over partitioned queues (register, read state, commit a cycle).",
     "durable": "Durable streams: the Durable Streams protocol, driven by headers.",
@@ -61,7 +61,7 @@ ERRORS: dict[str, dict[str, Any]] = {
         "description": "`detail` is a sentence, a `{code, message}` to branch on (403, 413), or the fields that "
                        "failed validation (422).",
     },
-    "streams": {
+    "keyed-streams": {
         "type": "object",
         "required": ["error"],
         "properties": {"error": {"type": "object", "required": ["code", "message"],
@@ -137,7 +137,7 @@ def _error_responses(function: str, validation_status: int) -> dict[str, Any]:
 
 
 def _error_name(function: str) -> str:
-    return f"{function.capitalize()}Error"
+    return "".join(part.capitalize() for part in function.split("-")) + "Error"
 
 
 def _rename(doc: dict[str, Any], taken: dict[str, Any], prefix: str) -> dict[str, Any]:

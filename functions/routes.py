@@ -79,7 +79,7 @@ ROUTES: tuple[Route, ...] = tuple(
         ("GET", QUEUES + "/{name}/messages"),
     )
     + _rows(
-        "streams",
+        "keyed-streams",
         ("GET", "/v1/projects"),
         ("POST", "/v1/projects"),
         ("GET", "/v1/streams"),
@@ -227,7 +227,7 @@ ROUTES: tuple[Route, ...] = tuple(
 FUNCTIONS: dict[str, str] = {
     "console": "functions.api.console.app.handler",
     "queues": "functions.api.queues.app.handler",
-    "streams": "functions.api.keyed_streams.app.handler",
+    "keyed-streams": "functions.api.keyed_streams.app.handler",
     "durable": "functions.api.durable.app.handler",
     "partitioned": "functions.api.partitioned.app.handler",
     "flows": "functions.api.flows.app.handler",

@@ -538,8 +538,9 @@ def assert_consumer_dispatch_scoped(run: StackRun, pattern: str) -> None:
 def test_tables_drive_the_stack(monkeypatch):
     """A new surface, route and agent (here consumer-dispatch) deploy by adding their rows alone."""
     monkeypatch.setattr(route_table, "FUNCTIONS", {**route_table.FUNCTIONS,
-                                                   "streams": "functions.api.keyed_streams.app.handler"})
-    monkeypatch.setattr(route_table, "ROUTES", (*route_table.ROUTES, Route("streams", "GET", "/v1/streams/{name+}")))
+                                                   "keyed-streams": "functions.api.keyed_streams.app.handler"})
+    monkeypatch.setattr(route_table, "ROUTES",
+                        (*route_table.ROUTES, Route("keyed-streams", "GET", "/v1/streams/{name+}")))
     dispatch = Agent("consumer-dispatch", "functions.agents.consumer_dispatch.handler", 60, "Push to consumers.")
     agents = [a for a in agent_table.AGENTS if a.name != dispatch.name]
     monkeypatch.setattr(agent_table, "AGENTS", (*agents, replace(dispatch)))

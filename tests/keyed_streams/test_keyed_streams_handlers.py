@@ -13,7 +13,7 @@ from postbox.errors import Invalid
 from postbox.keyed_streams.durations import iso, parse_duration, parse_instant
 from support.events import api_event
 
-CTX = LocalContext("streams")
+CTX = LocalContext("keyed-streams")
 
 
 def _call(event):

@@ -94,7 +94,7 @@ def test_the_listen_role_only_registers_waiters(database_url):
 def surface_test_files() -> list[str]:
     """Each surface's HTTP tests (tests/<surface>/test_<surface>_http.py, from the route table), and
     the agents' domain tests: every request shape a function makes, end to end."""
-    folders = [{"streams": "keyed_streams"}.get(name, name) for name in route_table.FUNCTIONS]
+    folders = [name.replace("-", "_") for name in route_table.FUNCTIONS]
     files = [f"tests/{folder}/test_{folder}_http.py" for folder in folders]
     files += ["tests/queues/test_consumers.py", "tests/queues/test_retention.py",
               "tests/keyed_streams/test_keyed_streams_lifecycle.py"]

@@ -75,7 +75,7 @@ def _requests(key: str, suffix: str) -> dict[str, tuple[str, str, dict | None]]:
     return {
         "console": ("GET", "/console/index.html", None),
         "queues": ("GET", f"/api/v1/queues/missing_{suffix}", None),
-        "streams": ("GET", "/v1/streams", None),
+        "keyed-streams": ("GET", "/v1/streams", None),
         "durable": ("GET", f"/v1/stream/missing-{suffix}", None),
         "partitioned": ("GET", f"/api/v1/resources/queues/missing_{suffix}", None),
         "flows": ("POST", "/streams/v1/state/get", {"query_id": f"missing-{suffix}", "partition_id": "p"}),

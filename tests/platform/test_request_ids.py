@@ -24,7 +24,7 @@ WORK = "/v1/modules/scaiqueue"
 # (function, module, attr to break, request): a request whose domain call fails (a 500)
 BROKEN = [
     ("queues", "postbox.queues.service", "list_queues", ("GET", "/api/v1/queues", None)),
-    ("streams", "postbox.keyed_streams.service", "list_streams", ("GET", "/v1/streams", None)),
+    ("keyed-streams", "postbox.keyed_streams.service", "list_streams", ("GET", "/v1/streams", None)),
     ("partitioned", "postbox.partitioned.service", "dead_letters", ("GET", "/api/v1/dlq", None)),
     ("flows", "postbox.flows.state", "get", ("POST", "/streams/v1/state/get", {"query_id": "q", "partition_id": 1})),
     ("durable", "postbox.durable.reads", "read", ("GET", "/v1/stream/x", None)),
@@ -33,7 +33,7 @@ BROKEN = [
 # (function, request): a request the surface refuses with a 404 of its own
 MISSING = [
     ("queues", ("GET", "/api/v1/queues/no-such-queue")),
-    ("streams", ("GET", "/v1/streams/no-such-stream")),
+    ("keyed-streams", ("GET", "/v1/streams/no-such-stream")),
     ("partitioned", ("GET", "/api/v1/resources/queues/no-such-queue")),
     ("flows", ("GET", "/streams/v1/queries/no-such-query")),
     ("durable", ("GET", "/v1/stream/no-such-stream")),

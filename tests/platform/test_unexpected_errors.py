@@ -15,7 +15,7 @@ from support.events import api_event
 CASES = [
     ("queues", "postbox.queues.service", "list_queues", ("GET", "/api/v1/queues", None),
      {"detail": "internal error"}),
-    ("streams", "postbox.keyed_streams.service", "list_streams", ("GET", "/v1/streams", None),
+    ("keyed-streams", "postbox.keyed_streams.service", "list_streams", ("GET", "/v1/streams", None),
      {"error": {"code": "internal", "message": "internal error"}}),
     ("partitioned", "postbox.partitioned.service", "dead_letters", ("GET", "/api/v1/dlq", None),
      {"error": "internal error"}),

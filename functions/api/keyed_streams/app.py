@@ -26,7 +26,7 @@ from postbox.keyed_streams import service
 from postbox.keyed_streams.durations import parse_instant
 from postbox.keyed_streams.publishing import Outgoing
 
-logger, metrics, lambda_handler = instrument("streams")
+logger, metrics, lambda_handler = instrument("keyed-streams")
 
 Project = Annotated[str | None, Query(max_length=64)]
 Offset = Annotated[int, Path(ge=0, le=INT64_MAX)]
