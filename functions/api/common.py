@@ -181,6 +181,12 @@ class RequestLocalResolver(APIGatewayHttpResolver):
         self._build(route)
         return super()._call_route(route, route_arguments)
 
+    @staticmethod
+    def _compile_regex(rule: str, base_regex: str = "^{}/?$") -> re.Pattern[str]:
+        """Each rule also matches its path with a trailing slash: API Gateway routes `/a/` to the
+        route `/a` and hands the function the path as it was asked."""
+        return APIGatewayHttpResolver._compile_regex(rule, base_regex)
+
 
 class SurfaceResolver(RequestLocalResolver):
     """A resolver with validation on, whose errors are shaped by one `envelope` function.
@@ -228,9 +234,10 @@ class SurfaceResolver(RequestLocalResolver):
             return json_response(404, envelope(404, "not_found", "No such route.", {}))
 
     @staticmethod
-    def _compile_regex(rule: str, base_regex: str = "^{}$") -> re.Pattern[str]:
+    def _compile_regex(rule: str, base_regex: str = "^{}/?$") -> re.Pattern[str]:
         """A path parameter is any text between slashes: API Gateway already matched the route, and a
-        name the surface refuses is its own 404 or invalid-name answer, never "No such route"."""
+        name the surface refuses is its own 404 or invalid-name answer, never "No such route" (and,
+        as for every `RequestLocalResolver`, a trailing slash matches the path without it)."""
         return re.compile(base_regex.format(re.sub(r"<(\w+)>", r"(?P<\1>[^/]+)", rule)))
 
     def _to_response(self, result: Any) -> Any:

@@ -92,3 +92,13 @@ def test_key_sources():
     assert key_from_headers({"apikey": " pbx_c "}) == "pbx_c"
     assert key_from_headers({"authorization": "Basic xyz"}) is None
     assert key_from_headers(None) is None
+
+
+def test_a_trailing_slash_is_served_as_the_path_without_it(tenant):
+    """API Gateway routes `/api/v1/queues/` to the `/api/v1/queues` route and hands the function the
+    path as it was asked: the resolver answers it as the path without the slash."""
+    _call(api_event("POST", "/api/v1/queues", key=tenant.key, body={"name": "slashed"}))
+    plain = _call(api_event("GET", "/api/v1/queues", key=tenant.key))
+    slashed = _call(api_event("GET", "/api/v1/queues/", key=tenant.key))
+    assert plain[0] == 200 and slashed == plain
+    assert _call(api_event("GET", "/api/v1/queues/slashed/", key=tenant.key))[1]["name"] == "slashed"

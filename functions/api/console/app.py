@@ -53,7 +53,6 @@ def _serve(name: str) -> Response:
 
 
 @app.get("/console")
-@app.get("/console/")  # API Gateway hands `/console/` to the `/console` route with its slash kept
 def index() -> Response:
     return _serve("index.html")
 
