@@ -77,17 +77,10 @@ def listing(conn: psycopg.Connection, tenant_id: str, project: Project | None) -
 
 def _insert(conn: psycopg.Connection, tenant_id: str, project: Project, name: str, retention: str | None,
             retention_ms: int | None, max_backlog: int | None) -> int | None:
+    """The new stream's id (with its log partition), None when the name is taken in the project."""
     names.KEYED_STREAM.check(name, "stream", code="invalid_name")  # every creating path passes here
-    row = conn.execute(
-        "INSERT INTO streams (tenant_id, project_id, name, retention, retention_ms, max_backlog)"
-        " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (project_id, name) DO NOTHING RETURNING id",
-        (tenant_id, project.id, name, retention, retention_ms, max_backlog),
-    ).fetchone()
-    if row is None:
-        return None
-    partition = store.ensure_partition(conn, tenant_id, OWNER_KIND, row[0], PARTITION)
-    conn.execute("UPDATE streams SET partition_id = %s WHERE id = %s", (partition.id, row[0]))
-    return row[0]
+    return conn.execute("SELECT keyed_stream_insert(%s, %s, %s, %s, %s, %s)",
+                        (tenant_id, project.id, name, retention, retention_ms, max_backlog)).fetchone()[0]
 
 
 def create(conn: psycopg.Connection, tenant_id: str, project: Project, name: str, retention: str | None,
@@ -95,15 +88,6 @@ def create(conn: psycopg.Connection, tenant_id: str, project: Project, name: str
     if _insert(conn, tenant_id, project, name, retention, retention_ms, max_backlog) is None:
         raise Conflict(f"a stream named {name} already exists in project {project.name}", code="stream_exists")
     return find(conn, project, name)
-
-
-def find_or_create(conn: psycopg.Connection, tenant_id: str, project: Project, name: str) -> tuple[Stream, bool]:
-    """The stream, created with default settings when missing (the first publish creates it), locked."""
-    try:
-        return find(conn, project, name, lock=True), False
-    except NotFound:
-        created = _insert(conn, tenant_id, project, name, None, None, None) is not None
-        return find(conn, project, name, lock=True), created
 
 
 def update(conn: psycopg.Connection, stream: Stream, changes: dict) -> None:

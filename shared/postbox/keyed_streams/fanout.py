@@ -14,30 +14,13 @@ from __future__ import annotations
 
 import psycopg
 
-_ENQUEUE = """
-WITH new AS (
-    SELECT * FROM unnest(%(o)s::bigint[], %(u)s::text[]) AS n(o, u)
-), subs AS (
-    SELECT id FROM stream_subscriptions WHERE stream_id = %(s)s AND (%(only)s::bigint IS NULL OR id = %(only)s)
-), keys AS (
-    INSERT INTO stream_sub_keys AS k (sub_id, unit, pending, head)
-    SELECT subs.id, new.u, count(*), min(new.o) FROM subs CROSS JOIN new
-    GROUP BY subs.id, new.u ORDER BY subs.id, new.u
-    ON CONFLICT (sub_id, unit) DO UPDATE SET pending = k.pending + excluded.pending, head = least(k.head, excluded.head)
-), ins AS (
-    INSERT INTO stream_pending (sub_id, "offset", unit)
-    SELECT subs.id, new.o, new.u FROM subs CROSS JOIN new
-)
-UPDATE stream_subscriptions s SET pending = s.pending + %(n)s FROM subs WHERE s.id = subs.id
-"""
-
 
 def enqueue(conn: psycopg.Connection, stream_id: int, items: list[tuple[int, str]], *, only: int | None = None) -> None:
     """Hand newly available (offset, unit) messages to every subscription of the stream (or one)."""
     if not items:
         return
     offsets, units = (list(c) for c in zip(*items, strict=True))
-    conn.execute(_ENQUEUE, {"o": offsets, "u": units, "s": stream_id, "only": only, "n": len(items)})
+    conn.execute("SELECT keyed_stream_enqueue(%s, %s::bigint[], %s::text[], %s)", (stream_id, offsets, units, only))
 
 
 def enqueue_retained(conn: psycopg.Connection, stream_id: int, sub_id: int) -> None:

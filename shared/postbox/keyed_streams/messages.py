@@ -26,9 +26,19 @@ SCAN_BUDGET = 5000     # rows a `q` browse inspects per request before it answer
 _ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 
 
-def new_id() -> str:
-    """`msg_` + 21 base32 characters (105 random bits), as the spec's ids look."""
-    return "msg_" + "".join(secrets.choice(_ID_ALPHABET) for _ in range(21))
+def new_ids(n: int) -> list[str]:
+    """`msg_` + 21 base32 characters (105 random bits) each, as the spec's ids look: one call for
+    the random bytes of a whole batch."""
+    out = []
+    pool = secrets.token_bytes(14 * n)
+    for i in range(n):
+        bits = int.from_bytes(pool[14 * i: 14 * i + 14], "big") >> 7
+        chars = []
+        for _ in range(21):
+            chars.append(_ID_ALPHABET[bits & 31])
+            bits >>= 5
+        out.append("msg_" + "".join(chars))
+    return out
 
 
 def unit_of(key: str | None, offset: int) -> str:
@@ -50,29 +60,6 @@ class Row:
 
 
 _ROW = 'm."offset", m.msg_id, m.key, m.unit, m.status, m.idempotency_key, m.deliver_at, m.expires_at, m.published_at'
-
-
-def insert(conn: psycopg.Connection, stream_id: int, rows: list[tuple]) -> list[Row]:
-    """Insert (offset, msg_id, key, unit, status, idempotency_key, deliver_at, expires_at) rows."""
-    columns = list(zip(*rows, strict=True))
-    found = conn.execute(
-        "INSERT INTO stream_messages AS m (stream_id, \"offset\", msg_id, key, unit, status, idempotency_key,"
-        " deliver_at, expires_at)"
-        " SELECT %s, * FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[],"
-        f" %s::timestamptz[], %s::timestamptz[]) RETURNING {_ROW}",
-        (stream_id, *[list(c) for c in columns]),
-    ).fetchall()
-    return sorted((Row(*r) for r in found), key=lambda r: r.offset)
-
-
-def by_idempotency_keys(conn: psycopg.Connection, stream_id: int, keys: list[str]) -> dict[str, Row]:
-    if not keys:
-        return {}
-    rows = conn.execute(
-        f"SELECT {_ROW} FROM stream_messages m WHERE m.stream_id = %s AND m.idempotency_key = ANY(%s)",
-        (stream_id, keys),
-    ).fetchall()
-    return {r.idempotency_key: r for r in (Row(*row) for row in rows)}
 
 
 def by_offsets(conn: psycopg.Connection, stream_id: int, offsets: list[int]) -> dict[int, Row]:
@@ -110,14 +97,19 @@ def _json(raw: bytes | None) -> Any:
 
 
 def document(stream: Stream, row: Row, entry: Entry) -> dict[str, Any]:
-    """A message as the spec shows it."""
+    """A message as the spec shows it, its record read from the log."""
+    return shaped(stream.name, stream.project.name, row, _json(entry.payload), _json(entry.headers))
+
+
+def shaped(stream: str, project: str, row: Row, payload: Any, headers: Any) -> dict[str, Any]:
+    """A message as the spec shows it, from its row and its record's (decoded) payload and headers."""
     return {
         "id": row.msg_id,
-        "stream": stream.name,
-        "project": stream.project.name,
+        "stream": stream,
+        "project": project,
         "key": row.key,
-        "payload": _json(entry.payload),
-        "headers": _json(entry.headers),
+        "payload": payload,
+        "headers": headers,
         "idempotency_key": row.idempotency_key,
         "deliver_at": iso(row.deliver_at),
         "expires_at": iso(row.expires_at),

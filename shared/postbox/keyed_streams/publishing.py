@@ -1,25 +1,26 @@
-"""Publishing: validate against the database clock, replay idempotent repeats, enforce the backlog
-cap, append the records to the stream's log and index them, hand available ones to subscriptions.
-
-The stream row is locked for the whole publish, so an idempotency key cannot be used twice by two
-racing publishers and the backlog check cannot be overtaken.
+"""Publishing one message or a batch of up to 100 in one round trip: the SQL function
+keyed_stream_publish checks each message by the database clock, replays idempotent repeats,
+enforces the backlog cap, appends what is new to the stream's log as one segment, indexes and
+counts it and hands it to the subscriptions, under the stream row's lock (so an idempotency key
+cannot be used twice by racing publishers and the backlog check cannot be overtaken). Framing,
+compression and the message documents stay here.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import psycopg
 
-from .. import jsoncodec, wakeup
-from ..errors import Invalid, TooLarge, TooManyRequests
-from ..log_engine import store
-from ..log_engine.frames import Entry, Record
-from . import catalog, delivery, lifecycle, messages
-from .access import Project
-from .durations import default_max_backlog
+from .. import jsoncodec
+from ..log_engine.frames import ZSTD, Entry, Record, compress, decode, frame_each, unpack
+from . import catalog, messages
+from .durations import default_max_backlog, default_retention, parse_duration
+
+MAX_BATCH = 100
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,19 @@ class Outgoing:
     expires_at: datetime | None = None
 
 
+@dataclass(frozen=True)
+class Refused:
+    """A message of a batch that was not published, with the code and message (and status) a
+    single publish of it would have answered."""
+
+    code: str
+    message: str
+    status: int = 400
+
+
+Answer = tuple[dict[str, Any], bool]  # (the message document, whether an earlier publish answered)
+
+
 def encode(value: Any) -> bytes:
     return jsoncodec.dumps(value)
 
@@ -40,93 +54,50 @@ def max_backlog(stream: catalog.Stream) -> int | None:
     return stream.max_backlog if stream.max_backlog is not None else default_max_backlog()
 
 
-def backlog(conn: psycopg.Connection, stream: catalog.Stream) -> int:
-    """Undelivered messages: scheduled ones plus what the slowest subscription still has to ack
-    (every available message when the stream has no subscription)."""
-    slowest = conn.execute(
-        "SELECT max(pending) FROM stream_subscriptions WHERE stream_id = %s", (stream.id,)
-    ).fetchone()[0]
-    return stream.scheduled + (slowest if slowest is not None else stream.available)
+_PUBLISH = (
+    "SELECT * FROM keyed_stream_publish(%b::uuid, %b::uuid, %b::text, %b::text, %b::bigint, %b::bigint, %b::boolean,"
+    " %b::text[], %b::text[], %b::timestamptz[], %b::timestamptz[], %b::int[], %b::text[], %b::bytea[],"
+    " %b::smallint, %b::int, %b::bytea)"
+)
+_STATUS = {"PB400": 400, "PB413": 413}
 
 
-def _validate(out: Outgoing, now: datetime, retention_ms: int | None, max_bytes: int) -> None:
-    if out.expires_at is not None and out.expires_at <= now:
-        raise Invalid("expires_at is in the past.", code="invalid_expires_at")
-    if out.deliver_at is not None and out.expires_at is not None and out.expires_at <= out.deliver_at:
-        raise Invalid("expires_at must be later than deliver_at.", code="invalid_expires_at")
-    if (out.deliver_at is not None and retention_ms is not None
-            and (out.deliver_at - now).total_seconds() * 1000 > retention_ms):
-        raise Invalid("deliver_at is further away than the stream's retention.", code="invalid_deliver_at")
-    if len(encode(out.payload)) > max_bytes:
-        raise TooLarge(f"payload is larger than {max_bytes} bytes.", code="payload_too_large")
+def publish(conn: psycopg.Connection, tenant_id: str, key_project: str | None, project: str, name: str,
+            batch: list[Outgoing], *, strict: bool) -> list[Answer | Refused]:
+    """One answer per message, in input order. `strict`: the first refused message raises its
+    error (the call changes nothing); otherwise it is answered as Refused and the rest land."""
+    payloads = [encode(o.payload) for o in batch]
+    records = [Record(raw, key=o.key, headers=encode(o.headers) if o.headers is not None else None)
+               for raw, o in zip(payloads, batch, strict=True)]
+    frames = frame_each(records)
+    raw = b"".join(frames)
+    codec, packed = compress(raw)
+    rows = conn.execute(_PUBLISH, (
+        tenant_id, key_project, project, name, parse_duration(default_retention()), default_max_backlog(), strict,
+        [o.key for o in batch], [o.idempotency_key for o in batch], [o.deliver_at for o in batch],
+        [o.expires_at for o in batch], [len(p) for p in payloads], messages.new_ids(len(batch)), frames,
+        codec, len(raw), packed if codec == ZSTD else None,
+    )).fetchall()
+    entries: dict[int, Entry] = {}
+    for row in rows:
+        if row[0] == "segment":
+            first, seg_codec, seg_frames, ts = row[8], row[16], row[17], row[18]
+            for entry in decode(unpack(seg_codec, seg_frames), first, ts):
+                entries[entry.offset] = entry
+    return [_answer(row, name, batch, entries) for row in rows if row[0] == "item"]
 
 
-def _plan_max_bytes(conn: psycopg.Connection, tenant_id: str) -> int:
-    return conn.execute(
-        "SELECT p.max_message_bytes FROM tenants t JOIN plans p ON p.name = t.plan WHERE t.id = %s", (tenant_id,)
-    ).fetchone()[0]
-
-
-def publish(conn: psycopg.Connection, tenant_id: str, project: Project, name: str,
-            batch: list[Outgoing]) -> tuple[catalog.Stream, list[tuple[dict[str, Any], bool]]]:
-    """(the stream, [(message document, replayed)] in input order); creates the stream if needed."""
-    stream, _ = catalog.find_or_create(conn, tenant_id, project, name)
-    now = conn.execute("SELECT clock_timestamp()").fetchone()[0]
-    retention = lifecycle.retention_ms(stream)
-    max_bytes = _plan_max_bytes(conn, tenant_id)
-    for out in batch:
-        _validate(out, now, retention, max_bytes)
-
-    earlier = messages.by_idempotency_keys(conn, stream.id, [o.idempotency_key for o in batch if o.idempotency_key])
-    fresh: list[int] = []                 # input indexes appended now
-    same_as: dict[int, int] = {}          # input index -> earlier input index with the same idempotency key
-    first_with: dict[str, int] = {}
-    for i, out in enumerate(batch):
-        key = out.idempotency_key
-        if key is not None and key in first_with:
-            same_as[i] = first_with[key]
-        elif key is None or key not in earlier:
-            fresh.append(i)
-            if key is not None:
-                first_with[key] = i
-
-    found: dict[int, tuple[messages.Row, Entry]] = {}   # input index -> (row, record)
-    if fresh:
-        limit = max_backlog(stream)
-        if limit is not None and backlog(conn, stream) >= limit:
-            raise TooManyRequests(f"stream {name} has reached its backlog cap of {limit} undelivered messages",
-                                  code="backlog_full")
-        outs = [batch[i] for i in fresh]
-        records = [Record(encode(o.payload), key=o.key, headers=encode(o.headers) if o.headers is not None else None)
-                   for o in outs]
-        appended = store.append(conn, stream.partition_id, records)
-        values = []
-        for out, offset in zip(outs, appended.offsets, strict=True):
-            scheduled = out.deliver_at is not None and out.deliver_at > now
-            values.append((offset, messages.new_id(), out.key, messages.unit_of(out.key, offset),
-                           "scheduled" if scheduled else "available", out.idempotency_key, out.deliver_at,
-                           out.expires_at))
-        inserted = messages.insert(conn, stream.id, values)
-        for i, row, record in zip(fresh, inserted, records, strict=True):
-            found[i] = (row, Entry(row.offset, 0, "", record.key, record.headers, record.payload))
-        ready = [(r.offset, r.unit) for r in inserted if r.status == "available"]
-        catalog.count(conn, stream.id, messages=len(inserted), scheduled=len(inserted) - len(ready),
-                      available=len(ready))
-        delivery.enqueue(conn, stream.id, ready)
-        if ready:
-            wakeup.notify(conn, [lifecycle.channel(stream.id)])
-
-    if earlier:
-        entries = messages.entries_at(conn, stream.partition_id, [r.offset for r in earlier.values()])
-        for i, out in enumerate(batch):
-            row = earlier.get(out.idempotency_key) if out.idempotency_key is not None else None
-            if row is not None and i not in same_as and row.offset in entries:
-                found[i] = (row, entries[row.offset])
-    for i, j in same_as.items():
-        found[i] = found[j]
-
-    answers, fresh_set = [], set(fresh)
-    for i in range(len(batch)):
-        row, entry = found[i]
-        answers.append((messages.document(stream, row, entry), i not in fresh_set))
-    return stream, answers
+def _answer(row: tuple, stream: str, batch: list[Outgoing], entries: dict[int, Entry]) -> Answer | Refused:
+    (_, index, outcome, state, code, message, same, project, offset, msg_id, key, status, idempotency_key,
+     deliver_at, expires_at, published_at, *_) = row
+    if outcome == "refused":
+        return Refused(code, message, _STATUS.get(state, 400))
+    stored = messages.Row(offset, msg_id, key, messages.unit_of(key, offset), status, idempotency_key, deliver_at,
+                          expires_at, published_at)
+    if outcome == "published" or same is not None:
+        original = batch[(same or index) - 1]
+        return messages.shaped(stream, project, stored, original.payload, original.headers), outcome == "replayed"
+    entry = entries.get(offset)
+    payload = json.loads(entry.payload) if entry is not None else None
+    headers = json.loads(entry.headers) if entry is not None and entry.headers is not None else None
+    return messages.shaped(stream, project, stored, payload, headers), True

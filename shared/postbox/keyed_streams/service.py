@@ -13,20 +13,20 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import errors as pg_errors
 
-from .. import db, wakeup
+from .. import db, names, wakeup
 from ..errors import Conflict, Invalid, NotFound
-from ..tenancy import Principal
+from ..tenancy import DEFAULT_PROJECT, Principal
 from . import access, catalog, delivery, lifecycle, messages, publishing, subscriptions
 from .durations import default_retention, iso, parse_duration
 
 T = TypeVar("T")
 
 
-def _work(fn: Callable[[psycopg.Connection], T]) -> T:
+def _work(fn: Callable[[psycopg.Connection], T], connect: Callable = db.transaction) -> T:
     """Run one unit of work; a deadlock (rare, between agents and writers) is retried."""
     for attempt in range(3):
         try:
-            with db.transaction() as conn:
+            with connect() as conn, db.domain_errors():
                 return fn(conn)
         except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure):
             if attempt == 2:
@@ -147,14 +147,34 @@ def delete_stream(principal: Principal, name: str, project: str | None) -> dict[
 
 
 def publish(principal: Principal, name: str, project: str | None,
-            batch: list[publishing.Outgoing]) -> list[tuple[dict[str, Any], bool]]:
+            batch: list[publishing.Outgoing]) -> list[publishing.Answer]:
+    """All or nothing (a single publish): the first refused message raises its error and nothing is
+    published. One round trip."""
+    return _publish(principal, name, project, batch, strict=True)  # type: ignore[return-value]
+
+
+def publish_each(principal: Principal, name: str, project: str | None,
+                 batch: list[publishing.Outgoing | publishing.Refused]) -> list[publishing.Answer | publishing.Refused]:
+    """A batch, each message on its own: a refused one says why and the others are published, in one
+    round trip and one transaction. Items the caller already refused (their shape) keep their place."""
+    keep = [i for i, item in enumerate(batch) if isinstance(item, publishing.Outgoing)]
+    answers = _publish(principal, name, project, [batch[i] for i in keep], strict=False)  # type: ignore[misc]
+    out: list[publishing.Answer | publishing.Refused] = list(batch)  # type: ignore[arg-type]
+    for i, answer in zip(keep, answers, strict=True):
+        out[i] = answer
+    return out
+
+
+def _publish(principal: Principal, name: str, project: str | None, batch: list[publishing.Outgoing], *,
+             strict: bool) -> list[publishing.Answer | publishing.Refused]:
     access.require(principal, "write")
+    names.KEYED_STREAM.check(name, "stream", code="invalid_name")  # the publish may create it
+    where = project or DEFAULT_PROJECT
 
     def run(conn):
-        where = access.project(conn, principal, project)
-        return publishing.publish(conn, principal.tenant_id, where, name, batch)[1]
+        return publishing.publish(conn, principal.tenant_id, principal.project_id, where, name, batch, strict=strict)
 
-    return _work(run)
+    return _work(run, connect=db.connection)  # autocommit: the publish is one statement
 
 
 def browse(principal: Principal, name: str, project: str | None, *, key: str | None, status: str | None,

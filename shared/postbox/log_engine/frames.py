@@ -103,11 +103,23 @@ def decode(raw: bytes, first_offset: int, segment_ts_ms: int) -> list[Entry]:
 def pack(records: list[Record]) -> tuple[int, bytes, int]:
     """(codec, stored bytes, raw size) for a batch: zstd above COMPRESS_ABOVE when it is smaller."""
     raw = encode(records)
+    codec, stored = compress(raw)
+    return codec, stored, len(raw)
+
+
+def compress(raw: bytes) -> tuple[int, bytes]:
+    """(codec, stored bytes) for encoded frames: zstd above COMPRESS_ABOVE when it is smaller."""
     if len(raw) > COMPRESS_ABOVE:
         packed = _compressor().compress(raw)
         if len(packed) < len(raw):
-            return ZSTD, packed, len(raw)
-    return RAW, raw, len(raw)
+            return ZSTD, packed
+    return RAW, raw
+
+
+def frame_each(records: list[Record]) -> list[bytes]:
+    """Each record's frame on its own: frames concatenate, so any subset of them, joined in order,
+    is a segment's raw frames (a caller that learns which records to keep only once in SQL)."""
+    return [encode([r]) for r in records]
 
 
 def unpack(codec: int, stored: bytes) -> bytes:

@@ -159,16 +159,7 @@ def read(
     return out
 
 
-_READ_AT = """
-SELECT DISTINCT s.first_offset, s.codec, s.frames, (extract(epoch FROM s.created_at) * 1000)::bigint
-FROM unnest(%(offsets)s::bigint[]) AS o(want)
-CROSS JOIN LATERAL (
-    SELECT first_offset, codec, frames, created_at FROM log_segments
-    WHERE partition_id = %(p)s AND end_offset > o.want
-    ORDER BY end_offset LIMIT 1
-) s
-WHERE s.first_offset <= o.want
-"""
+_READ_AT = "SELECT * FROM log_segments_at(%(p)s, %(offsets)s::bigint[])"
 
 
 def read_at(conn: psycopg.Connection, partition_id: int, offsets: list[int]) -> dict[int, Entry]:
