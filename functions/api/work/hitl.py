@@ -34,13 +34,49 @@ class HitlInput(_Strict):
     label: Annotated[str, Field(max_length=1000)] | None = None
 
 
+SECTION_FIELDS = {"context": {"title", "content"}, "decision": {"field", "options", "label"},
+                  "input": {"field", "kind", "required", "label"}}
+
+
+class HitlSection(_Strict):
+    """One section of a spec written as sections: a `context` (title, content), a `decision`
+    (field, options) or an `input` (field, kind, required, label)."""
+
+    type: Literal["context", "decision", "input"]
+    title: Annotated[str, Field(max_length=1000)] | None = None
+    content: Annotated[str, Field(max_length=100_000)] | None = None
+    field: Annotated[str, Field(min_length=1, max_length=128)] | None = None
+    options: Annotated[list[Annotated[str, Field(max_length=256)]], Field(min_length=1, max_length=100)] | None = None
+    kind: Literal["text", "number", "boolean", "json"] | None = None
+    required: bool | None = None
+    label: Annotated[str, Field(max_length=1000)] | None = None
+
+    @model_validator(mode="after")
+    def _fits_type(self) -> HitlSection:
+        extra = self.model_fields_set - SECTION_FIELDS[self.type] - {"type"}
+        if extra:
+            raise ValueError(f"a {self.type} section takes no {', '.join(sorted(extra))}")
+        if self.type != "context" and self.field is None:
+            raise ValueError(f"a {self.type} section needs `field`")
+        return self
+
+
 class HitlSpec(_Strict):
-    """A pattern's spec: what a reviewer sees (`context`), decides (`decision`) and fills (`input`)."""
+    """A pattern's spec: what a reviewer sees (`context`), decides (`decision`) and fills (`input`),
+    keyed by part or written as a list of `sections`; read back as written."""
 
     context: HitlContext | None = None
     decision: HitlDecision | None = None
     input: Annotated[list[HitlInput], Field(max_length=100)] | None = None
+    sections: Annotated[list[HitlSection], Field(min_length=1, max_length=100)] | None = None
     timeout_s: Annotated[int, Field(ge=1, le=30 * 24 * 3600)] | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> HitlSpec:
+        keyed = self.model_fields_set & {"context", "decision", "input"}
+        if self.sections is not None and keyed:
+            raise ValueError(f"a spec written as sections takes no {', '.join(sorted(keyed))}")
+        return self
 
 
 class HitlParameter(_Strict):

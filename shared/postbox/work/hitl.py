@@ -1,5 +1,9 @@
 """HITL patterns: reusable human-in-the-loop specs of a scope, with `{{key}}` placeholders.
 
+A spec is keyed (`context`, `decision`, `input`) or a list of `sections` (each `context`,
+`decision` or `input`); either is stored, expanded and read back as written, and a response is
+checked against its decisions and inputs (`work_hitl_parts` reads both forms).
+
 Expansion is plain text substitution in every string of the spec, one pass, never evaluating
 anything: a value that itself holds `{{…}}` stays as given. A pattern never changes once
 registered, so a publish naming one expands it from a per-process copy after the first load.
@@ -70,6 +74,28 @@ def _declared(spec: dict[str, Any], parameters: list[dict[str, Any]]) -> None:
                                     fields=[{"field": path, "message": f"undeclared parameter {key!r}"}])
 
 
+def _asks(spec: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(path, part) of each decision and input of a spec, keyed or written as sections (the parts
+    work_hitl_errors checks a response against)."""
+    if isinstance(spec.get("decision"), dict):
+        yield "spec.decision", spec["decision"]
+    for i, part in enumerate(spec.get("input") or ()):
+        yield f"spec.input.{i}", part
+    for i, part in enumerate(spec.get("sections") or ()):
+        if part.get("type") in ("decision", "input"):
+            yield f"spec.sections.{i}", part
+
+
+def _distinct(spec: dict[str, Any]) -> None:
+    """Each response field is asked for once: two parts naming one field could never both be met."""
+    seen: set[str] = set()
+    for path, part in _asks(spec):
+        if part.get("field") in seen:
+            raise Unprocessable(f"The response field {part['field']!r} is asked for twice.",
+                                fields=[{"field": f"{path}.field", "message": f"{part['field']!r} is asked for already"}])
+        seen.add(part.get("field"))
+
+
 def expand(pattern: dict[str, Any], given: dict[str, Any], at: str = "parameters") -> dict[str, Any]:
     """The pattern's spec with its placeholders replaced: given values, else defaults, else ""
     for optional parameters; a missing required one or an unknown one is refused."""
@@ -95,6 +121,7 @@ def register(principal: Principal, scope_id: str, fields: dict[str, Any]) -> dic
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     parameters = fields.get("parameters") or []
     _declared(fields["spec"], parameters)
+    _distinct(fields["spec"])
     with db.transaction() as conn:
         acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE)
         row = conn.execute(

@@ -346,7 +346,7 @@ END $$;
 
 -- Complete a message as work_finish does, once the response fits the message's HITL spec: a
 -- refusal is VALIDATION_ERROR whose HINT holds the [{field, message}] list. A message without a
--- spec (or whose spec has neither decision nor input) completes with any response.
+-- spec (or whose spec asks for nothing: work_hitl_asks) completes with any response.
 -- The scope is loaded (and so the caller's ACL checked) first, so a denied actor is refused before
 -- anything of the message is looked at.
 CREATE OR REPLACE FUNCTION work_complete_checked(p_tenant uuid, p_scope uuid, p_item jsonb,
@@ -359,7 +359,7 @@ BEGIN
     PERFORM work_scope_of(p_tenant, p_scope);  -- the caller's ACL first: a denied actor learns nothing of the spec
     SELECT m.hitl_spec INTO v_spec FROM work_messages m
     WHERE m.id = (p_item->>'id')::uuid AND m.scope_id = p_scope AND m.tenant_id = p_tenant AND m.state = 'claimed';
-    IF v_spec IS NOT NULL AND (v_spec ? 'decision' OR v_spec ? 'input') THEN
+    IF v_spec IS NOT NULL AND work_hitl_asks(v_spec) THEN
         v_errors := work_hitl_errors(v_spec, coalesce(p_item->'response', '{}'));
         IF jsonb_array_length(v_errors) > 0 THEN
             RAISE EXCEPTION USING ERRCODE = 'PB422', DETAIL = 'VALIDATION_ERROR', HINT = v_errors::text,
@@ -426,7 +426,7 @@ BEGIN
             FROM given g
             WHERE w.id = g.id AND w.scope_id = s.id AND w.state = 'claimed'
               AND (g.tok IS NULL OR g.tok = w.claim_token::text)
-              AND (w.hitl_spec IS NULL OR NOT (w.hitl_spec ? 'decision' OR w.hitl_spec ? 'input')
+              AND (w.hitl_spec IS NULL OR NOT work_hitl_asks(w.hitl_spec)
                    OR jsonb_array_length(work_hitl_errors(w.hitl_spec, coalesce(g.resp, '{}'))) = 0)
             RETURNING w.id, w.queue_id, w.correlation_id, w.attempts
         ), journal AS (
@@ -544,7 +544,7 @@ BEGIN
                             format('Message is %s, or the claim token is not the current claim''s.', m.state)) END
                    FROM (SELECT x.state,
                                 CASE WHEN p_action = 'complete' AND x.state = 'claimed'
-                                          AND (x.hitl_spec ? 'decision' OR x.hitl_spec ? 'input')
+                                          AND work_hitl_asks(x.hitl_spec)
                                      THEN nullif(work_hitl_errors(x.hitl_spec,
                                                      coalesce(p_items->(a.n::int - 1)->'response', '{}')), '[]')
                                 END AS errors

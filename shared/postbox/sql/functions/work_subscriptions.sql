@@ -232,7 +232,7 @@ BEGIN
     SELECT * INTO m FROM work_messages WHERE id = d.message_id;
     m.attempts := d.attempts;
     IF p_action = 'complete' THEN
-        IF m.hitl_spec IS NOT NULL AND (m.hitl_spec ? 'decision' OR m.hitl_spec ? 'input') THEN
+        IF m.hitl_spec IS NOT NULL AND work_hitl_asks(m.hitl_spec) THEN
             v_errors := work_hitl_errors(m.hitl_spec, coalesce(p_item->'response', '{}'));
             IF jsonb_array_length(v_errors) > 0 THEN
                 RAISE EXCEPTION USING ERRCODE = 'PB422', DETAIL = 'VALIDATION_ERROR', HINT = v_errors::text,
