@@ -216,7 +216,11 @@ class Bench:
         peer.call("clear")
         peer.call("fill", n)
         peer.settle()
-        r = peer.call("drain", CLIENTS, BATCH)
+        with common.CpuMeter(PostgreSQL=common.postmaster_pid(self.url)) as meter:
+            r = peer.call("drain", CLIENTS, BATCH)
+        pairs = max(r["answers"] // BATCH, 1)
+        print(f"   {peer.name}: CPU per pair of {BATCH}: clients {r['cpu'] / pairs * 1000:.2f} ms, "
+              f"PostgreSQL {meter.used['PostgreSQL'] / pairs * 1000:.2f} ms", flush=True)
         return n / r["seconds"], _once(r["answers"], r["distinct"], r["left"], r["logged"], n)
 
     def claim_complete(self) -> None:

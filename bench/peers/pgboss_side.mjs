@@ -4,7 +4,8 @@
 //     node pgboss_side.mjs URL install | fill N | drain CLIENTS BATCH | publish CLIENTS N | batch CLIENTS N
 //
 // Each command prints one JSON line: the seconds from the common start (every client started, its
-// one connection open) to the last client's end, and what was done. pg-boss's own calls: `send`
+// one connection open) to the last client's end, the CPU seconds this process spent in between,
+// and what was done. pg-boss's own calls: `send`
 // (one job), `insert` (many), `fetch({batchSize})` + `complete(name, ids)` (the row stays, state
 // completed, until its retention). Each client is a PgBoss instance with a pool of one connection;
 // supervision, scheduling and migration are off (no background work on the clock).
@@ -15,6 +16,7 @@ const QUEUE = 'bench'
 const [url, command, ...rest] = process.argv.slice(2)
 const args = rest.map(Number)
 const payload = (n) => ({ to: 'a@example.com', n })
+let cpu = 0 // this process's CPU seconds over the timed part of the last command
 
 async function boss (migrate = false) {
   const b = new PgBoss({ connectionString: url, max: 1, supervise: false, schedule: false, migrate })
@@ -27,8 +29,11 @@ async function clients (count, work) {
   const sides = []
   for (let i = 0; i < count; i++) sides.push(await boss())
   const t0 = process.hrtime.bigint()
+  const cpu0 = process.cpuUsage()
   const results = await Promise.all(sides.map((b, i) => work(b, i)))
   const seconds = Number(process.hrtime.bigint() - t0) / 1e9
+  const used = process.cpuUsage(cpu0)
+  cpu = (used.user + used.system) / 1e6
   for (const b of sides) await b.stop({ graceful: false, close: true })
   return [seconds, results]
 }
@@ -101,4 +106,4 @@ const commands = {
   }
 }
 
-console.log(JSON.stringify(await commands[command](...args)))
+console.log(JSON.stringify({ ...(await commands[command](...args)), cpu }))

@@ -4,9 +4,9 @@ and asyncpg are never installed into the project's environment).
     python pgqueuer_side.py URL install | fill N | drain CLIENTS BATCH | publish CLIENTS N | batch CLIENTS N
 
 Each command prints one JSON line: the seconds from the common start (connections open) to the
-last client's end, and what was done. pgqueuer's own calls throughout: `Queries.install`,
-`enqueue` (one job, or lists of them), `dequeue(batch_size)` + `log_jobs` (which deletes the jobs
-and writes their log rows).
+last client's end, the CPU seconds this process spent in between, and what was done. pgqueuer's
+own calls throughout: `Queries.install`, `enqueue` (one job, or lists of them),
+`dequeue(batch_size)` + `log_jobs` (which deletes the jobs and writes their log rows).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import asyncpg
 from pgqueuer.queries import EntrypointExecutionParameter, Queries
 
 ENTRYPOINT = "bench"
+CPU = [0.0]  # this process's CPU seconds over the timed part of the last command
 
 
 def payload(n: int) -> bytes:
@@ -52,9 +53,10 @@ async def fill(url: str, n: int) -> dict:
 
 async def clients(url: str, count: int, work) -> tuple[float, list]:
     sides = [await connect(url) for _ in range(count)]
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), time.process_time()
     results = await asyncio.gather(*(work(q, i) for i, (_, q) in enumerate(sides)))
     seconds = time.perf_counter() - t0
+    CPU[0] = time.process_time() - cpu0
     for conn, _ in sides:
         await conn.close()
     return seconds, list(results)
@@ -114,7 +116,7 @@ async def clear(url: str) -> dict:
 def main() -> None:
     url, command, *args = sys.argv[1:]
     call = {"install": install, "fill": fill, "drain": drain, "publish": publish, "batch": batch, "clear": clear}
-    print(json.dumps(asyncio.run(call[command](url, *map(int, args)))))
+    print(json.dumps({**asyncio.run(call[command](url, *map(int, args))), "cpu": CPU[0]}))
 
 
 if __name__ == "__main__":
