@@ -1,5 +1,6 @@
-"""Routes and request bodies of a scope's routing rules and their condition language: create,
-list, read, update, delete, enable, disable, and the dry run.
+"""Routes and request bodies of a scope's routing rules and their condition language (the JSON
+form, or expressions the domain parses): create, list, read, update, delete, enable, disable,
+and the dry run.
 """
 
 from __future__ import annotations
@@ -9,21 +10,20 @@ from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Discriminator, Field, Tag, model_validator
 
 from functions.api.work.envelope import caller, data
 from functions.api.work.fields import Priority, Text, Tier, _Strict
 from postbox.work import routing
+from postbox.work.expressions import FIELD, MAX_CONDITION_DEPTH, MAX_EXPRESSION_LENGTH
 
 router = Router()
 
 
 RuleTrigger = Literal["message_published", "message_completed", "message_failed", "message_dead_lettered"]
-Op = Literal["eq", "ne", "in", "not_in", "gt", "gte", "lt", "lte", "exists", "not_exists"]
-FIELD = r"^(type|content_type|correlation_id|queue|priority\.(tier|score)|labels\.[^.]+|body(\.[^.]+)*)$"
+Op = Literal["eq", "ne", "in", "not_in", "gt", "gte", "lt", "lte", "contains", "exists", "not_exists"]
 _NEEDS_LIST = {"in", "not_in"}
 _NO_VALUE = {"exists", "not_exists"}
-MAX_CONDITION_DEPTH = 8
 
 
 class Condition(_Strict):
@@ -62,6 +62,8 @@ class Condition(_Strict):
         elif self.op in ("gt", "gte", "lt", "lte") and (
                 isinstance(self.value, bool) or not isinstance(self.value, int | float | str)):
             raise ValueError(f"`{self.op}` compares with a number or a string")
+        elif self.op == "contains" and (self.value is None or isinstance(self.value, list | dict)):
+            raise ValueError("`contains` takes a string, number or boolean")
         return self
 
     def _depth(self) -> int:
@@ -70,6 +72,25 @@ class Condition(_Strict):
 
     def fields(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_unset=True, by_alias=True)
+
+
+def _condition_form(value: Any) -> str:
+    if isinstance(value, str):
+        return "condition-expression"
+    return "condition-list" if isinstance(value, list) else "condition-object"
+
+
+ConditionText = Annotated[str, Field(min_length=1, max_length=MAX_EXPRESSION_LENGTH)]
+_ConditionItem = Annotated[Annotated[Condition, Tag("condition-object")]
+                           | Annotated[ConditionText, Tag("condition-expression")], Discriminator(_condition_form)]
+# A rule's conditions as a request writes them: the JSON form, an expression in the product's
+# notation (`labels.customer_tier == 'premium'`), or a list of either, meaning all of them. The
+# domain translates expressions into the JSON form; the error paths leave the tags out.
+Conditions = Annotated[
+    Annotated[Condition, Tag("condition-object")]
+    | Annotated[ConditionText, Tag("condition-expression")]
+    | Annotated[list[_ConditionItem], Tag("condition-list"), Field(min_length=1, max_length=50)],
+    Discriminator(_condition_form)]
 
 
 class Action(_Strict):
@@ -124,7 +145,7 @@ class CreateRule(_Strict):
     priority: RulePriority = 100
     enabled: bool = True
     trigger: RuleTrigger = "message_published"
-    conditions: Condition | None = None
+    conditions: Conditions | None = None
     action: Action
     source: RuleSource | None = None
 
@@ -138,7 +159,7 @@ class UpdateRule(_Strict):
     priority: RulePriority | None = None
     enabled: bool | None = None
     trigger: RuleTrigger | None = None
-    conditions: Condition | None = None
+    conditions: Conditions | None = None
     action: Action | None = None
 
     def fields(self) -> dict[str, Any]:

@@ -1,9 +1,12 @@
 """Routing rules of a scope: stored here, applied by the publish function (`work_route` in SQL).
 
-A rule's `conditions` and `action` arrive already parsed (the handler's models refuse what does
-not parse); this module resolves the queues they name inside the rule's scope (or, for a route or
-copy with `target_scope_id`, in another scope a trust opens: `acl.check_route_target`), refusing
-a rule whose target queue does not exist, and answers dry runs with the same SQL the publish uses.
+A rule's `conditions` and `action` arrive already shaped (the handler's models refuse what does
+not parse). Conditions written as expressions, or as a list, are translated here into the JSON
+form (`expressions`), which is what is evaluated, and kept as written, which is what reads back
+(`conditions_parsed` shows the JSON form). This module also resolves the queues they name inside
+the rule's scope (or, for a route or copy with `target_scope_id`, in another scope a trust opens:
+`acl.check_route_target`), refusing a rule whose target queue does not exist, and answers dry
+runs with the same SQL the publish uses.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import psycopg
 from .. import db
 from ..errors import NotFound, Unprocessable
 from ..tenancy import Principal, require
-from . import acl, audit
+from . import acl, audit, expressions
 from .common import MANAGE, SCOPE_NOT_FOUND, VIEW, as_json, parse_id
 
 RULE_NOT_FOUND = "SCAIQUEUE_RULE_NOT_FOUND"
@@ -26,12 +29,14 @@ CHILD_ACTIONS = ("route", "copy")
 
 _DOC = """jsonb_build_object(
     'id', r.id, 'scope_id', r.scope_id, 'name', r.name, 'description', r.description, 'priority', r.priority,
-    'enabled', r.enabled, 'trigger', r.trigger, 'conditions', r.conditions, 'action', r.action,
+    'enabled', r.enabled, 'trigger', r.trigger, 'conditions', coalesce(r.conditions_written, r.conditions),
+    'conditions_parsed', r.conditions, 'action', r.action,
     'source', CASE WHEN r.source_queue IS NULL THEN NULL
                    ELSE jsonb_build_object('queue_id', (SELECT queue_id FROM work_queues WHERE id = r.source_queue))
               END,
     'created_at', r.created_at, 'updated_at', r.updated_at)"""
 
+_JSON_COLUMNS = ("conditions", "conditions_written", "action")
 _ORDER = "ORDER BY r.priority, r.created_at, r.id"
 
 _TEST = f"""
@@ -76,7 +81,9 @@ def _columns(conn: psycopg.Connection, tenant_id: str, scope_id: str, fields: di
     """The table's columns for the fields a request gives (queues resolved to internal ids)."""
     out = {k: fields[k] for k in ("name", "description", "priority", "enabled", "trigger") if k in fields}
     if "conditions" in fields:
-        out["conditions"] = as_json(fields["conditions"])
+        written = expressions.written_form(fields["conditions"])
+        out["conditions"] = as_json(expressions.condition_of(fields["conditions"]))
+        out["conditions_written"] = None if written is None else as_json(written)
     if "action" in fields:
         action = fields["action"]
         target = _target(conn, tenant_id, scope_id, action)
@@ -97,7 +104,7 @@ def create_rule(principal: Principal, scope_id: str, fields: dict[str, Any]) -> 
         cols = {"priority": 100, "enabled": True, "trigger": "message_published", "conditions": None,
                 **_columns(conn, tenant_id, scope_id, fields)}
         names = ", ".join(cols)
-        values = ", ".join(f"%({k})s" + ("::jsonb" if k in ("conditions", "action") else "") for k in cols)
+        values = ", ".join(f"%({k})s" + ("::jsonb" if k in _JSON_COLUMNS else "") for k in cols)
         rule_id = conn.execute(f"INSERT INTO work_routing_rules (scope_id, {names}) VALUES (%(scope)s, {values})"
                                " RETURNING id", {"scope": scope_id, **cols}).fetchone()[0]
         audit.record(conn, principal, "scaiqueue.routing_rule.created", "routing_rule", rule_id, scope_id=scope_id,
@@ -154,7 +161,7 @@ def update_rule(principal: Principal, scope_id: str, rule_id: str, fields: dict[
     with db.transaction() as conn:
         acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE)
         cols = _columns(conn, tenant_id, scope_id, fields)
-        sets = ", ".join(f"{k} = %({k})s" + ("::jsonb" if k in ("conditions", "action") else "") for k in cols)
+        sets = ", ".join(f"{k} = %({k})s" + ("::jsonb" if k in _JSON_COLUMNS else "") for k in cols)
         found = conn.execute(
             f"UPDATE work_routing_rules SET {sets + ', ' if sets else ''}updated_at = clock_timestamp()"
             " WHERE id = %(id)s AND scope_id = %(scope)s RETURNING id", {"id": rule_id, "scope": scope_id, **cols},

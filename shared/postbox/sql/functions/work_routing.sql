@@ -12,9 +12,10 @@ CREATE OR REPLACE FUNCTION work_rule_subject(p_msg jsonb, p_queue text) RETURNS 
 $$;
 
 -- A condition against a subject: {"all": [...]}, {"any": [...]}, {"not": c}, or
--- {"field": "labels.tier", "op": eq|ne|in|not_in|gt|gte|lt|lte|exists|not_exists, "value": ...}.
+-- {"field": "labels.tier", "op": eq|ne|in|not_in|gt|gte|lt|lte|contains|exists|not_exists, "value": ...}.
 -- NULL or {} matches everything. Comparisons compare numbers as numbers (a label holding a number
--- compared with a number too) and strings as strings; anything else does not match.
+-- compared with a number too) and strings as strings; anything else does not match. `contains`:
+-- a string holds the value as a substring, an array holds it as an element, an object as a key.
 CREATE OR REPLACE FUNCTION work_cond(c jsonb, m jsonb) RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
     v jsonb;
@@ -45,6 +46,13 @@ BEGIN
     END IF;
     IF op = 'not_in' THEN
         RETURN v IS NULL OR NOT EXISTS (SELECT 1 FROM jsonb_array_elements(w) e WHERE e = v);
+    END IF;
+    IF op = 'contains' THEN
+        RETURN CASE jsonb_typeof(v)
+                   WHEN 'string' THEN jsonb_typeof(w) = 'string' AND strpos(v #>> '{}', w #>> '{}') > 0
+                   WHEN 'array' THEN EXISTS (SELECT 1 FROM jsonb_array_elements(v) e WHERE e = w)
+                   WHEN 'object' THEN jsonb_typeof(w) = 'string' AND v ? (w #>> '{}')
+                   ELSE false END;
     END IF;
     IF v IS NULL THEN RETURN false; END IF;
     IF jsonb_typeof(w) = 'number' AND (jsonb_typeof(v) = 'number'
