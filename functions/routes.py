@@ -89,6 +89,7 @@ ROUTES: tuple[Route, ...] = tuple(
         ("DELETE", "/v1/streams/{stream}"),
         ("GET", "/v1/streams/{stream}/messages"),
         ("POST", "/v1/streams/{stream}/messages"),
+        ("POST", "/v1/streams/{stream}/messages/batch"),
         ("GET", "/v1/streams/{stream}/messages/{offset}"),
         ("POST", "/v1/streams/{stream}/messages/{offset}/cancel"),
         ("GET", "/v1/streams/{stream}/subscriptions"),

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+from pydantic import ValidationError
 
 from functions.api.common import SurfaceResolver, first_invalid
 from functions.api.keyed_streams.schema import (
@@ -15,18 +16,21 @@ from functions.api.keyed_streams.schema import (
     CreateStream,
     CreateSubscription,
     Nack,
+    OutgoingMessage,
     PatchStream,
     Publish,
+    PublishBatch,
     Receipts,
 )
 from functions.observability import instrument
 from postbox import projects as project_service
+from postbox.errors import Invalid
 from postbox.inputs import INT64_MAX
 from postbox.keyed_streams import service
 from postbox.keyed_streams.durations import parse_instant
-from postbox.keyed_streams.publishing import Outgoing
+from postbox.keyed_streams.publishing import Outgoing, Refused
 
-logger, metrics, lambda_handler = instrument("keyed-streams")
+logger, metrics, lambda_handler = instrument("keyed-streams", resolve_keys=True)
 
 Project = Annotated[str | None, Query(max_length=64)]
 Offset = Annotated[int, Path(ge=0, le=INT64_MAX)]
@@ -84,9 +88,8 @@ def delete_stream(stream: str, project: Project = None) -> dict:
     return service.delete_stream(app.principal(), stream, project)
 
 
-@messages.post("/<stream>/messages")
-def publish(stream: str, body: Annotated[Publish, Body()], project: Project = None) -> dict:
-    outgoing = Outgoing(
+def _outgoing(body: OutgoingMessage) -> Outgoing:
+    return Outgoing(
         payload=body.payload,
         key=body.key,
         headers=body.headers,
@@ -94,10 +97,45 @@ def publish(stream: str, body: Annotated[Publish, Body()], project: Project = No
         deliver_at=parse_instant(body.deliver_at, field="deliver_at") if body.deliver_at else None,
         expires_at=parse_instant(body.expires_at, field="expires_at") if body.expires_at else None,
     )
-    [(message, replayed)] = service.publish(app.principal(), stream, body.project or project, [outgoing])
+
+
+def _item(value: Any) -> Outgoing | Refused:
+    """A batch item as a message, or its refusal with the code and message a single publish of it
+    would have answered (the field first named)."""
+    try:
+        return _outgoing(value if isinstance(value, OutgoingMessage) else OutgoingMessage.model_validate(value))
+    except ValidationError as error:
+        field, why = first_invalid({"errors": error.errors()})
+        if field == "body":
+            return Refused("invalid_message", "message: must be a JSON object with a payload, as a publish body is")
+        return Refused(f"invalid_{field.split('.')[0]}", f"{field}: {why}")
+    except Invalid as error:
+        return Refused(error.code, error.message, error.status)
+
+
+@messages.post("/<stream>/messages")
+def publish(stream: str, body: Annotated[Publish, Body()], project: Project = None) -> dict:
+    [(message, replayed)] = service.publish(app.principal(), stream, body.project or project, [_outgoing(body)])
     if not replayed:
         metrics.add_metric(name="MessagesPublished", unit="Count", value=1)
     return {"message": message, "replayed": replayed}
+
+
+@messages.post("/<stream>/messages/batch")
+def publish_batch(stream: str, body: Annotated[PublishBatch, Body()], project: Project = None) -> dict:
+    answers = service.publish_each(app.principal(), stream, body.project or project,
+                                   [_item(m) for m in body.messages])
+    results: list[dict[str, Any]] = []
+    published = 0
+    for answer in answers:
+        if isinstance(answer, Refused):
+            results.append({"ok": False, "error": {"code": answer.code, "message": answer.message}})
+        else:
+            results.append({"ok": True, "message": answer[0], "replayed": answer[1]})
+            published += not answer[1]
+    if published:
+        metrics.add_metric(name="MessagesPublished", unit="Count", value=published)
+    return {"results": results}
 
 
 @messages.get("/<stream>/messages")

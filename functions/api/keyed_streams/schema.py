@@ -9,6 +9,7 @@ from pydantic import Field
 
 from functions.api.common_schema import StrictBody, name_of
 from postbox import names
+from postbox.keyed_streams.publishing import MAX_BATCH
 
 MAX_LEASE_MS = 12 * 3600 * 1000
 
@@ -40,13 +41,30 @@ class PatchStream(_Strict):
         return {name: getattr(self, name) for name in self.model_fields_set}
 
 
-class Publish(_Strict):
+class OutgoingMessage(_Strict):
+    """One message to publish: what a publish body holds, and each item of a batch."""
+
     payload: Any
     key: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     headers: dict[str, Any] | None = None
     idempotency_key: Annotated[str, Field(min_length=1, max_length=256)] | None = None
     deliver_at: Annotated[str, Field(max_length=64)] | None = None
     expires_at: Annotated[str, Field(max_length=64)] | None = None
+
+
+class Publish(OutgoingMessage):
+    project: ProjectName | None = None
+
+
+def _items_are_messages(schema: dict[str, Any]) -> None:
+    """Document each item as an OutgoingMessage: the model also takes any other value, so that an item that
+    does not fit is refused in its place (by the handler) instead of failing the whole batch."""
+    schema["items"] = schema["items"]["anyOf"][0]
+
+
+class PublishBatch(_Strict):
+    messages: Annotated[list[OutgoingMessage | Any], Field(min_length=1, max_length=MAX_BATCH,
+                                                   json_schema_extra=_items_are_messages)]
     project: ProjectName | None = None
 
 

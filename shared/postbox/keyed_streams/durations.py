@@ -51,7 +51,8 @@ def parse_instant(text: str, *, field: str) -> datetime:
     """An RFC 3339 timestamp with a zone ("2026-08-31T10:15:00Z" or "+02:00")."""
     try:
         value = datetime.fromisoformat(text.strip().replace("z", "Z"))
-    except ValueError:
+        value.astimezone(UTC)  # within years 1-9999 in UTC too, as every time we store and answer is
+    except (ValueError, OverflowError):
         value = None
     if value is None or value.tzinfo is None:
         raise Invalid(f"{field} must be an RFC 3339 timestamp with a zone, e.g. \"2026-08-31T10:15:00Z\".",
