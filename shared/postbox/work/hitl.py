@@ -91,8 +91,9 @@ def _distinct(spec: dict[str, Any]) -> None:
     seen: set[str] = set()
     for path, part in _asks(spec):
         if part.get("field") in seen:
+            says = f"{part['field']!r} is asked for already"
             raise Unprocessable(f"The response field {part['field']!r} is asked for twice.",
-                                fields=[{"field": f"{path}.field", "message": f"{part['field']!r} is asked for already"}])
+                                fields=[{"field": f"{path}.field", "message": says}])
         seen.add(part.get("field"))
 
 
