@@ -28,7 +28,7 @@ if __package__ in (None, ""):
 import psycopg  # noqa: E402
 
 from bench import common  # noqa: E402
-from bench.work import BATCH, CLIENTS, GOAL_FLAT, WorkClient, drain, send_all  # noqa: E402
+from bench.work import BATCH, CLIENTS, GOAL_FLAT, FloorClient, WorkClient, drain, send_all  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS = ROOT / "build" / "peers"
@@ -198,17 +198,26 @@ class Bench:
         return ratio
 
     # -- claim(100) + complete(100) until empty
-    def _drain_work(self) -> tuple[float, str]:
+    def _drain_work(self, floor: bool = False) -> tuple[float, str]:
+        """The work surface's domain layer; or, with `floor`, only the two bare statements a claim and a
+        completion cannot do without on its table (bench/work.py's floor: no function, scope, ACL,
+        counters, journal or documents; a claim answers ids and tokens)."""
         n = self.scale.backlog
         self._clear_work()
         self._fill_work(self.fifo, n)
         self._settle_work()
+        if floor:
+            make = lambda: FloorClient(self.url, self.scope, self._queue_pk(self.fifo))  # noqa: E731
+        else:
+            make = lambda: WorkClient(self.principal, self.scope, self.fifo)  # noqa: E731
         with common.CpuMeter(PostgreSQL=common.postmaster_pid(self.url)) as meter:
-            seconds, done = drain(lambda: WorkClient(self.principal, self.scope, self.fifo), BATCH)
+            seconds, done = drain(make, BATCH)
         left, completed = self._sql(
             "SELECT count(*) FILTER (WHERE ended_at IS NULL), count(*) FILTER (WHERE state = 'completed') "
             "FROM work_messages WHERE queue_id = %(q)s", q=self._queue_pk(self.fifo))
-        print(f"   work surface: {meter.per_call(max(len(done) // BATCH, 1), f'pair of {BATCH}')}", flush=True)
+        side = "floor" if floor else "work surface"
+        print(f"   {side}: {meter.per_call(max(len(done) // BATCH, 1), f'pair of {BATCH}')}",
+              flush=True)
         return n / seconds, _once(len(done), len(set(done)), left, completed, n)
 
     def _drain_peer(self, peer: Peer) -> tuple[float, str]:
@@ -227,7 +236,8 @@ class Bench:
         """Best of two rounds, the systems taking turns in one order and then the other."""
         n = self.scale.backlog
         sides = {"work surface": self._drain_work,
-                 **{name: (lambda p=peer: self._drain_peer(p)) for name, peer in self.peers.items()}}
+                 **{name: (lambda p=peer: self._drain_peer(p)) for name, peer in self.peers.items()},
+                 "floor": lambda: self._drain_work(floor=True)}
         best: dict[str, float] = {}
         checks: dict[str, list[str]] = {name: [] for name in sides}
         for turn in range(2):
@@ -237,10 +247,12 @@ class Bench:
                 print(f"   round {turn + 1}: {name} {got:,.0f}/s, exactly once: {check}", flush=True)
                 best[name] = max(best.get(name, 0.0), got)
                 checks[name].append(check)
-        ours = best.pop("work surface")
+        ours, floor = best.pop("work surface"), best.pop("floor")
         self.figures["drain"] = self._row(f"a. claim({BATCH})+complete({BATCH})", n, ours, best,
                                           "best of 2 rounds; " + ", ".join(f"{k} {v:,.0f}/s"
                                                                            for k, v in best.items()))
+        self._row("a. floor: the table's bare statements", n, floor, best,
+                  "no contract: ids and tokens, no journal, counters, checks")
         for name, results in checks.items():
             print(f"   {name}: every message completed exactly once: "
                   f"{'OK' if all(r == 'OK' for r in results) else '; '.join(results)}", flush=True)
