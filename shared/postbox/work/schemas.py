@@ -6,25 +6,27 @@ names; the publish function checks that belief (SCAIQUEUE_SCHEMA_STALE when the 
 another now) and `messages.publish` then loads the right one and tries again. A schema is never
 changed once registered (only deprecated), so compiled validators are kept by id for good.
 Remote `$ref`s are never fetched.
+
+jsonschema and referencing (about a tenth of the work function's cold import) are imported by the
+first call that checks or compiles a schema, which most requests (every publish to a queue without
+a schema) never make.
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-from referencing import Registry
-from referencing.exceptions import Unresolvable
-from referencing.jsonschema import DRAFT202012
 
 from .. import db
 from ..errors import Conflict, NotFound, Unprocessable
 from ..tenancy import Principal, require
 from . import acl, audit
 from .common import MANAGE, QUEUE_NOT_FOUND, SCOPE_NOT_FOUND, SLUG_CONFLICT, VIEW, as_json, parse_id
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 
 SCHEMA_NOT_FOUND = "SCAIQUEUE_SCHEMA_NOT_FOUND"
 MAX_ERRORS = 20
@@ -49,6 +51,8 @@ def _path(prefix: str, parts: Any) -> str:
 def errors_of(validator: Draft202012Validator, payload: Any, prefix: str = "") -> list[dict[str, str]]:
     """The validator's complaints as [{field, message}], by path, at most MAX_ERRORS. A schema stored
     before references were checked may still hold one it cannot resolve: that is its fault, said so."""
+    from referencing.exceptions import Unresolvable
+
     try:
         found = sorted(validator.iter_errors(payload), key=lambda e: [str(p) for p in e.absolute_path])
     except Unresolvable as e:
@@ -57,6 +61,11 @@ def errors_of(validator: Draft202012Validator, payload: Any, prefix: str = "") -
 
 
 def _checked(schema: Any) -> None:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+    from referencing import Registry
+    from referencing.jsonschema import DRAFT202012
+
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as e:
@@ -75,6 +84,9 @@ _DATA_KEYWORDS = ("const", "enum", "default", "examples")  # their values are da
 def _unresolvable(node: Any, resolver: Any, path: list[Any]) -> tuple[list[Any], str] | None:
     """(path, ref) of the first `$ref`/`$dynamicRef` the schema cannot resolve by itself; no ref is
     ever fetched (the registry holds the schema only)."""
+    from referencing.exceptions import Unresolvable
+    from referencing.jsonschema import DRAFT202012
+
     if isinstance(node, list):
         for i, item in enumerate(node):
             found = _unresolvable(item, resolver, [*path, i])
@@ -196,6 +208,8 @@ def bind_queue(principal: Principal, scope_id: str, queue_id: str, name: str | N
 def _validator(schema_id: str, schema: Any = None) -> Draft202012Validator:
     found = _validators.get(schema_id)
     if found is None:
+        from jsonschema import Draft202012Validator
+
         if schema is None:
             with db.connection() as conn:
                 row = conn.execute("SELECT schema FROM work_schemas WHERE id = %s", (schema_id,)).fetchone()
