@@ -122,6 +122,31 @@ def test_streams_durable_and_tail_of_a_closed_durable_stream(run, gateway, tenan
     assert run("tail", "log", "--offset", "-1") == [{"a": 1}, {"a": 2}]  # ends at the close
 
 
+def test_streams_publish_from_a_file_of_json_lines_in_batches(run, tmp_path, monkeypatch):
+    lines = tmp_path / "orders.jsonl"
+    lines.write_text("".join(json.dumps({"payload": {"n": n}, "key": f"k{n % 3}", "idempotency_key": f"o-{n}"}) + "\n"
+                             for n in range(230)) + "\n")
+    results = run("streams", "publish", "orders", "--file", str(lines))
+    assert len(results) == 230 and all(r["ok"] and not r["replayed"] for r in results)
+    assert [r["message"]["offset"] for r in results] == list(range(230)) and results[0]["line"] == 1
+    again = run("streams", "publish", "orders", "--file", str(lines), json_out=False)
+    assert "published 0, replayed 230, refused 0" in again.out
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"payload": 1}\n{"key": "no payload"}\n{"payload": 2, "colour": "red"}\n')
+    out = run("streams", "publish", "orders", "--file", str(bad), code=1, json_out=False)
+    assert "published 1, replayed 0, refused 2" in out.out
+    assert "line 2: invalid_payload" in out.err and "line 3: invalid_colour" in out.err
+    monkeypatch.setattr(sys, "stdin", __import__("io").StringIO('{"payload": "from stdin"}\n'))
+    [piped] = run("streams", "publish", "orders", "--file", "-")
+    assert piped["ok"] and piped["message"]["payload"] == "from stdin"
+    notjson = tmp_path / "notjson.jsonl"
+    notjson.write_text("{nope\n")
+    with pytest.raises(SystemExit, match="line 1 is not JSON"):
+        run("streams", "publish", "orders", "--file", str(notjson))
+    with pytest.raises(SystemExit, match="give a PAYLOAD or --file"):
+        run("streams", "publish", "orders")
+
+
 def test_settings_come_from_the_environment_or_the_config_file(gateway, tenant, capsys, monkeypatch, tmp_path):
     config = tmp_path / "config.toml"
     monkeypatch.setenv("POSTBOX_CONFIG", str(config))

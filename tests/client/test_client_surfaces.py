@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from postbox.flows import quotas
-from postbox_client import AsyncClient, Conflict, Forbidden, NotFound, item
+from postbox_client import AsyncClient, BadRequest, Conflict, Forbidden, NotFound, item
 
 
 def test_partitioned_push_pop_ack_lag_and_dead_letter_replay(pb):
@@ -57,6 +57,35 @@ def test_keyed_stream_publish_consume_ack_and_idempotency(pb):
     assert listed["signups"].messages == 2 and listed["signups"].subscriptions == ["mailer"]
     messages, _ = pb.streams.browse("signups", key="u2")
     assert [m.payload for m in messages] == [{"user": 2}]
+
+
+def test_keyed_stream_publish_batch_answers_each_message_in_place(pb, monkeypatch):
+    import postbox_client
+
+    assert postbox_client.Streams is type(pb.streams) and postbox_client.PublishResult is not None
+    pb.streams.create("batch", retention="1d")
+    results = pb.streams.publish_batch("batch", [
+        {"payload": {"n": 1}, "key": "a", "idempotency_key": "one"},
+        {"payload": {"n": 2}, "key": "b", "headers": {"h": 1}},
+        {"key": "no payload"},
+        {"payload": {"n": 1}, "idempotency_key": "one"},
+    ])
+    assert [r.ok for r in results] == [True, True, False, True]
+    assert [r.replayed for r in results] == [False, False, False, True]
+    assert results[0].message.offset == 0 and results[1].message.headers == {"h": 1}
+    assert results[3].message.id == results[0].message.id and results[3].message.payload == {"n": 1}
+    assert results[2].message is None and results[2].error["code"] == "invalid_payload"
+    assert pb.streams.get("batch").messages == 2
+    # Retried like a read only when every message carries an idempotency key.
+    calls = []
+    real = pb.streams._t.run
+    monkeypatch.setattr(pb.streams._t, "run", lambda call: calls.append(call.idempotent) or real(call))
+    pb.streams.publish_batch("batch", [{"payload": 1, "idempotency_key": "x"}])
+    pb.streams.publish_batch("batch", [{"payload": 1, "idempotency_key": "y"}, {"payload": 2}])
+    assert calls == [True, False]
+    with pytest.raises(BadRequest) as error:  # the request's own limit
+        pb.streams.publish_batch("batch", [])
+    assert error.value.status == 400 and error.value.code == "invalid_messages"
 
 
 def test_keyed_stream_tail_follows_new_messages(pb):
@@ -140,6 +169,8 @@ def test_async_client_covers_queues_consume_and_streams(gateway, tenant):
             assert replayed is False
             messages, _ = await pb.streams.browse("async-stream")
             assert [m.payload for m in messages] == [{"x": 1}]
+            results = await pb.streams.publish_batch("async-stream", [{"payload": 2}, {"payload": 3, "key": "k"}])
+            assert [r.message.offset for r in results] == [1, 2]
             await pb.durable.create("async-durable")
             await pb.durable.append("async-durable", {"a": 1})
             await pb.durable.close("async-durable")

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
-from .models import Stream, StreamMessage, Subscription, build
+from .models import PublishResult, Stream, StreamMessage, Subscription, build
 from .transport import Call
 
 
@@ -25,6 +25,12 @@ def _sub(stream: str, subscription: str) -> str:
 
 def _messages(data: dict[str, Any]) -> list[StreamMessage]:
     return [build(StreamMessage, m) for m in data.get("messages", [])]
+
+
+def _result(data: dict[str, Any]) -> PublishResult:
+    if not data.get("ok"):
+        return PublishResult(False, error=data.get("error"))
+    return PublishResult(True, build(StreamMessage, data["message"]), bool(data.get("replayed")))
 
 
 class StreamCalls:
@@ -63,6 +69,18 @@ class StreamCalls:
             "POST", _s(stream) + "/messages", params=self._p(), json={k: v for k, v in body.items() if v is not None},
             idempotent=idempotency_key is not None,
             parse=lambda r: (build(StreamMessage, r.json()["message"]), bool(r.json().get("replayed")))))
+
+    def publish_batch(self, stream: str, messages: list[dict[str, Any]]) -> list[PublishResult]:
+        """Publish up to 100 messages in one request, each a dict of a publish's fields (`payload`,
+        and optionally `key`, `headers`, `idempotency_key`, `deliver_at`, `expires_at`). One result
+        per message, in order: a refused message (its code says why) does not stop the others. Retried
+        like a read only when every message carries an idempotency_key."""
+        body = {"messages": list(messages)}
+        return self._t.run(Call(
+            "POST", _s(stream) + "/messages/batch", params=self._p(), json=body,
+            idempotent=bool(body["messages"]) and all(isinstance(m, dict) and m.get("idempotency_key")
+                                                      for m in body["messages"]),
+            parse=lambda r: [_result(x) for x in r.json()["results"]]))
 
     def browse(self, stream: str, *, key: str | None = None, status: str | None = None, q: str | None = None,
                limit: int = 100, before_offset: int | None = None) -> tuple[list[StreamMessage], int | None]:

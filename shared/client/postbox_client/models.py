@@ -132,6 +132,17 @@ class StreamMessage:
 
 
 @dataclass
+class PublishResult:
+    """One message of a batch publish, in its place: `ok` with the message (`replayed` when an
+    earlier publish with its idempotency key answered), or refused with `error` {code, message}."""
+
+    ok: bool
+    message: StreamMessage | None = None
+    replayed: bool = False
+    error: dict[str, str] | None = None
+
+
+@dataclass
 class Subscription:
     name: str
     stream: str | None = None

@@ -84,13 +84,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         with Client(args.url, args.key, profile=args.profile) as pb:
-            args.run(args, pb)
+            status = args.run(args, pb)  # a verb may answer its exit status (a bulk publish with refusals: 1)
     except PostboxError as error:
         print(f"postbox: {error}", file=sys.stderr)
         return 1
     except BrokenPipeError:
         return 0
-    return 0
+    return status if isinstance(status, int) else 0
 
 
 if __name__ == "__main__":

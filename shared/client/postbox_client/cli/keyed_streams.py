@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 from ..errors import NotFound
-from .output import emit_json, show, table
-from .queues import _json_arg
+from .output import emit_json, progress, show, table
+from .queues import BATCH, _json_arg
 
 
 def s_list(args, pb) -> None:
@@ -24,10 +25,44 @@ def s_create(args, pb) -> None:
     show(pb.streams.create(args.name, retention=args.retention, max_backlog=args.max_backlog), args.json)
 
 
-def s_publish(args, pb) -> None:
+def s_publish(args, pb) -> int | None:
+    if args.file:
+        return _publish_file(args, pb)
+    if args.payload is None:
+        raise SystemExit("postbox streams publish: give a PAYLOAD or --file")
     message, replayed = pb.streams.publish(args.stream, _json_arg(args.payload), key=args.msg_key,
                                            idempotency_key=args.idempotency_key)
     show({"message": message, "replayed": replayed}, args.json)
+
+
+def _publish_file(args, pb) -> int:
+    """Bulk publish: one JSON object of a publish's fields per line (JSON lines), in batches of 100.
+    A refused line is reported with its line number and why; the exit status is 1 if any was."""
+    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    items = []
+    for n, line in lines:
+        try:
+            items.append(json.loads(line))
+        except ValueError as error:
+            raise SystemExit(f"postbox streams publish: line {n} is not JSON: {error}") from None
+    results = []
+    with progress(f"publishing to {args.stream}", len(items)) as advance:
+        for i in range(0, len(items), BATCH):
+            chunk = items[i : i + BATCH]
+            results += pb.streams.publish_batch(args.stream, chunk)
+            advance(len(chunk))
+    refused = [(n, r.error or {}) for (n, _), r in zip(lines, results, strict=True) if not r.ok]
+    if args.json:
+        emit_json([{"line": n, "ok": r.ok, "replayed": r.replayed, "message": r.message, "error": r.error}
+                   for (n, _), r in zip(lines, results, strict=True)])
+    else:
+        published = sum(1 for r in results if r.ok and not r.replayed)
+        replayed = sum(1 for r in results if r.ok and r.replayed)
+        print(f"published {published}, replayed {replayed}, refused {len(refused)}")
+        for n, error in refused:
+            print(f"line {n}: {error.get('code')}: {error.get('message')}", file=sys.stderr)
+    return 1 if refused else 0
 
 
 def s_browse(args, pb) -> None:
@@ -127,9 +162,13 @@ def register(sub, leaf) -> None:
     p.add_argument("name", help="stream name")
     p.add_argument("--retention", default=None, help="e.g. 30d, 12h, forever (server default 7d)")
     p.add_argument("--max-backlog", type=int, default=None, help="publishes answer 429 past this backlog")
-    p = leaf(verbs, "publish", s_publish, "publish one message")
+    p = leaf(verbs, "publish", s_publish, "publish a message, or many from a file of JSON lines")
     p.add_argument("stream", help="stream name")
-    p.add_argument("payload", help="JSON payload (text otherwise)")
+    p.add_argument("payload", nargs="?", default=None, help="JSON payload (text otherwise)")
+    p.add_argument("--file", default=None,
+                   help="publish one message per line of this file ('-' = stdin), each a JSON object of a "
+                        "publish's fields (payload, key, headers, idempotency_key, deliver_at, expires_at), "
+                        "in batches of 100")
     p.add_argument("--msg-key", default=None, help="the message's ordering key")
     p.add_argument("--idempotency-key", default=None, help="publish at most once per key")
     p = leaf(verbs, "browse", s_browse, "messages newest first")
