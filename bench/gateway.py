@@ -1,11 +1,11 @@
 """The serving path: cold imports, what the local gateway adds per request, and 50 concurrent
 single sends over HTTP against the same 50 senders in the domain layer.
 
-  a. cold import of the queues function and of the authorizer, each against a minimal Powertools
+  a. cold import of the queues function and of the key resolver, each against a minimal Powertools
      handler (resolver with validation + pydantic + psycopg + zstandard, `reference/minimal_handler.py`)
      imported in the same run, each the median of fresh interpreters taking turns;
   b. one client, GET metrics: the handler called directly vs over HTTP through the in-process
-     gateway (p50, p90): what the HTTP server, event translation and authorizer invocation add;
+     gateway (p50, p90): what the HTTP server and event translation add;
   c. 50 clients, one `send` per call: the domain layer (50 threads, `send_messages`) vs over HTTP
      through `postbox dev` with 1 and with N worker processes (sends/s, p50, p99).
 """
@@ -68,9 +68,9 @@ def import_times(modules: tuple[str, ...], runs: int) -> dict[str, tuple[float, 
 def cold_imports(table: common.Table, runs: int) -> None:
     common.progress(f"cold imports, {runs} fresh interpreters each")
     ref = "bench.reference.minimal_handler"
-    times = import_times((ref, "functions.api.queues.app", "functions.authorizer"), runs)
+    times = import_times((ref, "functions.api.queues.app", "functions.keys"), runs)
     (ref_cpu, ref_wall) = times[ref]
-    for module, goal in (("functions.api.queues.app", "1.00"), ("functions.authorizer", "0.50")):
+    for module, goal in (("functions.api.queues.app", "1.00"), ("functions.keys", "0.50")):
         cpu, wall = times[module]
         table.row(f"a. import {module}", runs, f"{cpu:.0f} ms", f"{ref_cpu:.0f} ms", cpu / ref_cpu,
                   f"CPU time; reference = minimal handler; goal <= {goal} (wall {wall:.0f} vs {ref_wall:.0f} ms)")

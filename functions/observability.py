@@ -3,7 +3,7 @@
 Every request has one id, its correlation id: the API Gateway request id (`requestContext.requestId`;
 the local gateway makes one of the same shape), written as the surface's spec spells it (work's
 `req_…`, see `instrument`'s `request_id_prefix`). Every log line of the request carries it as
-`correlation_id`, with the tenant the authorizer resolved, and every answer carries it in
+`correlation_id`, with the tenant its key resolved to, and every answer carries it in
 `X-Request-Id`; a surface's error envelope that names a request id (work's `meta.request_id`) reads
 it from `request_id()`. Both are kept per thread (the local gateway serves concurrent requests of one
 function on the threads of one process), never on the shared Logger, and cleared when the request
@@ -12,6 +12,11 @@ ends. The resolver's own error line (`request_logger()`) goes through the functi
 Insights) rather than a dimension, so a tenant count never multiplies the metric bill. Metrics go
 to the namespace NAMESPACE with the one dimension `service` = the function's logical name: the
 dashboard and alarms of the stack name exactly those (a test checks it).
+
+A surface function resolves its request's key itself (`functions.keys`, `resolve_keys=True`)
+before anything of the request is logged. With metrics on (on AWS), an API request writes one line
+when it ends (`functions.request_record`): its EMF record with its id, tenant, status and duration;
+a failure's error line carries the request as it came.
 
 The Tracer pulls in the X-Ray SDK (and botocore), a quarter of a second of cold start, so it is
 built only when tracing is on: on AWS unless POWERTOOLS_TRACE_DISABLED is set, never locally.
@@ -23,10 +28,13 @@ import functools
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
+
+from functions import request_record
 
 
 def tracing_enabled() -> bool:
@@ -73,12 +81,14 @@ def _answer_with_id(result: Any, rid: str) -> Any:
     return result
 
 
-def instrument(service: str, request_id_prefix: str = "") -> tuple[Logger, Metrics, Callable[[Callable], Callable]]:
+def instrument(service: str, request_id_prefix: str = "", *, resolve_keys: bool = False,
+               ) -> tuple[Logger, Metrics, Callable[[Callable], Callable]]:
     """(logger, metrics, decorator) for a function; the decorator wraps its Lambda handler.
 
     For an API Gateway event the request's id is `request_id_prefix` + its requestId: the
     correlation id of every line the request logs and the `X-Request-Id` of its answer (a spec
-    that fixes the id's shape, as work's `req_…`, names the prefix)."""
+    that fixes the id's shape, as work's `req_…`, names the prefix). `resolve_keys`: a surface's
+    function, which resolves the request's key before it runs (`functions.keys.authenticate`)."""
     logger = Logger(service=service)
     metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE", NAMESPACE_DEFAULT), service=service)
     metrics_disabled = os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() in ("1", "true")
@@ -91,38 +101,51 @@ def instrument(service: str, request_id_prefix: str = "") -> tuple[Logger, Metri
         from aws_lambda_powertools import Tracer
 
         tracer = Tracer(service=service)
+    authenticate = None
+    if resolve_keys:  # imported here, in the function's init: agents never need it
+        from functions.keys import authenticate
 
     def wrap(fn: Callable[[dict, Any], Any]) -> Callable[[dict, Any], Any]:
         inner = tracer.capture_lambda_handler(fn) if tracer else fn
 
         @functools.wraps(fn)
         def with_request_keys(event: dict, context: Any) -> Any:
+            started = time.perf_counter()
             correlation_id, tenant = request_keys(event)
             rid = request_id_prefix + correlation_id if correlation_id else None
             # Per thread (a ContextVar of Powertools' formatter), not the Logger's shared keys.
-            keys = {k: v for k, v in (("correlation_id", rid), ("tenant", tenant)) if v}
-            if keys:
-                logger.thread_safe_append_keys(**keys)
-            if tenant:
-                metrics.add_metadata(key="tenant", value=tenant)
-            else:  # metadata outlives a request that emitted no metric: never lend it the last tenant
-                metrics.metadata_set.pop("tenant", None)
+            if rid:
+                logger.thread_safe_append_keys(correlation_id=rid)
             outer = getattr(_current, "id", None), getattr(_current, "logger", None)
             _current.id, _current.logger = rid, logger
+            status = 500
             try:
+                if authenticate is not None:
+                    authenticate(event)
+                    tenant = request_keys(event)[1]
+                if tenant:
+                    logger.thread_safe_append_keys(tenant=tenant)
                 result = inner(event, context)
+                if isinstance(result, dict) and isinstance(result.get("statusCode"), int):
+                    status = result["statusCode"]
             except Exception:  # the function failed (API Gateway answers its own 500): a line with the id
                 if rid:
-                    logger.exception("handler failed")
+                    logger.exception("handler failed", extra={"request": request_record.request_story(event)})
                 raise
             finally:
                 _current.id, _current.logger = outer
                 logger.thread_safe_remove_keys(_KEYS)
+                if metrics_disabled:
+                    pass
+                elif rid:  # an API request: its one line (see `functions.request_record`)
+                    ms = (time.perf_counter() - started) * 1000
+                    shown = request_record.request_line(event) if status >= 400 else None
+                    request_record.write(request_record.line(metrics, rid, tenant, status, ms, shown))
+                elif metrics.metric_set:
+                    metrics.flush_metrics()
             return _answer_with_id(result, rid) if rid else result
 
         # clear_state: one request's tenant and correlation id never leak into the next one's lines.
-        # Disabled metrics are never flushed: no flush wrapper to run (and warn) on every request.
-        inner_handler = with_request_keys if metrics_disabled else metrics.log_metrics(with_request_keys)
-        return logger.inject_lambda_context(inner_handler, clear_state=True)
+        return logger.inject_lambda_context(with_request_keys, clear_state=True)
 
     return logger, metrics, wrap

@@ -1,4 +1,4 @@
-"""What every surface's resolver shares: the principal from the authorizer, the resolver itself,
+"""What every surface's resolver shares: the principal its key resolved to, the resolver itself,
 the one way a request's inputs are admitted, and the mapping from domain errors (and anything
 unexpected) to the surface's own error envelope."""
 
@@ -18,6 +18,7 @@ from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder, Rou
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
 from functions.observability import request_logger
+from functions.request_record import request_story
 from postbox import inputs
 from postbox.db import RETRY_AFTER_S
 from postbox.errors import Forbidden, PostboxError, Unauthorized, Unavailable
@@ -27,8 +28,9 @@ Envelope = Callable[[int, str, str, dict[str, Any]], dict[str, Any]]
 
 
 def principal_from(context: dict[str, Any] | None) -> Principal | None:
-    """The authorizer's answer (requestContext.authorizer.lambda) as a Principal, if a key was valid
-    and its own limits (a work key's scopes and addresses) let this request through."""
+    """The key's answer (requestContext.authorizer.lambda, written by `functions.keys`) as a
+    Principal, if a key was valid and its own limits (a work key's scopes and addresses) let this
+    request through."""
     if not context or str(context.get("authenticated")).lower() != "true" or context.get("refused"):
         return None
     return Principal(
@@ -226,7 +228,8 @@ class SurfaceResolver(RequestLocalResolver):
             """Our own fault: logged through the function's Logger (the line carries the request's id,
             which the envelope or `X-Request-Id` shows the caller), and answered in the surface's
             envelope (a 500 is safe to retry)."""
-            request_logger().exception("request failed: %s", type(error).__name__)
+            request_logger().exception("request failed: %s", type(error).__name__,
+                                       extra={"request": request_story(self.current_event.raw_event)})
             return json_response(500, envelope(500, "internal", "internal error", {}))
 
         @self.not_found
@@ -269,7 +272,7 @@ class SurfaceResolver(RequestLocalResolver):
         """Key first, then the inputs every surface shares (see the class's docstring)."""
         event = self.current_event
         unavailable = (event.request_context.authorizer.get_lambda or {}).get("unavailable")
-        if unavailable:  # the authorizer could not reach the database to look the key up
+        if unavailable:  # the key could not be looked up: the database is out of reach
             raise Unavailable(unavailable, retry_after=RETRY_AFTER_S)
         if not self.anonymous:
             self.principal()

@@ -145,7 +145,7 @@ def _admin(args: argparse.Namespace) -> int:
             tenancy.revoke_key(args.key_id)
             seconds = config.settings().key_cache_seconds
             out = {"revoked": args.key_id,
-                   "note": f"refused everywhere within {seconds} s: authorizers cache a resolved key that long"
+                   "note": f"refused everywhere within {seconds} s: each function caches a resolved key that long"
                            " (POSTBOX_KEY_CACHE_SECONDS)"}
         else:
             out = _flows_admin(args)

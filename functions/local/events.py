@@ -116,11 +116,6 @@ def http_event(
     return event
 
 
-def authorizer_event(request: dict[str, Any], route_arn: str = "arn:aws:execute-api:local") -> dict[str, Any]:
-    """The REQUEST authorizer's event for a request event (payload 2.0)."""
-    return {**request, "type": "REQUEST", "routeArn": route_arn, "identitySource": []}
-
-
 @dataclass
 class HttpResponse:
     status: int

@@ -1,9 +1,10 @@
 """The local gateway: what API Gateway's HTTP API does with a request, in process.
 
 Each request is matched against the route table, turned into the payload 2.0 event API Gateway
-would send, run past the REQUEST authorizer, handed to the surface's Lambda handler in process
-and turned back into HTTP. `functions.local.server` serves it, calling `handle` on each
-connection's own thread (handlers block on the database and on long polls).
+would send (no authorizer: each surface function resolves the request's key itself, as on AWS),
+handed to the surface's Lambda handler in process and turned back into HTTP.
+`functions.local.server` serves it, calling `handle` on each connection's own thread (handlers
+block on the database and on long polls).
 
 The limits are AWS's, so a user meets them here first: API Gateway takes bodies up to 10 MB and
 Lambda events up to 6 MB (413 beyond either), and a function's answer over 6 MB fails as Lambda
@@ -20,12 +21,11 @@ from typing import Any
 
 from functions.api.common import RequestLocalResolver
 from functions.local import apidocs, requestlog
-from functions.local.events import HttpResponse, authorizer_event, http_event, json_message, read_response
+from functions.local.events import HttpResponse, http_event, json_message, read_response
 from functions.local.invoke import entry_point, invoke
 from functions.routes import FUNCTIONS, match
 from postbox.inputs import MAX_REQUEST_BYTES
 
-AUTHORIZER = "functions.authorizer.handler"
 MAX_BODY_BYTES = 10 * 1024 * 1024
 """API Gateway's HTTP API payload limit."""
 MAX_EVENT_BYTES = MAX_REQUEST_BYTES
@@ -73,14 +73,13 @@ class LocalGateway:
             requestlog.install()
 
     def preload(self) -> None:
-        """Import the authorizer and every surface function, and open the pool's first connections,
+        """Import every surface function, and open the pool's first connections,
         before the first request: a worker's first requests then cost what the later ones do, as a
         Lambda function's handler is imported in its init phase, not by the request it serves.
         Each function's resolver builds every route's middleware stack here, before this process
         serves requests from several threads at once (see `RequestLocalResolver`)."""
         from postbox import db
 
-        entry_point(AUTHORIZER)
         for dotted in FUNCTIONS.values():
             entry_point(dotted)
             resolver_of(dotted).build_routes()
@@ -90,7 +89,7 @@ class LocalGateway:
         self, method: str, path: str, query: str, headers: list[tuple[str, str]], body: bytes,
         source_ip: str = "127.0.0.1",
     ) -> HttpResponse:
-        """One request, synchronously: route, authorize, invoke, translate (and log it, when asked).
+        """One request, synchronously: route, invoke, translate (and log it, when asked).
         `source_ip` is the client's address, as API Gateway puts it in `requestContext.http.sourceIp`."""
         if not self.request_log:
             return self._serve(method, path, query, headers, body, source_ip)[0]
@@ -105,7 +104,7 @@ class LocalGateway:
     def _serve(
         self, method: str, path: str, query: str, headers: list[tuple[str, str]], body: bytes, source_ip: str
     ) -> tuple[HttpResponse, str | None]:
-        """The answer, and the tenant the authorizer found (None before it ran or without a key)."""
+        """The answer, and the tenant the function found the key to be (None without one)."""
         docs = apidocs.serve(method, path)
         if docs is not None:
             return docs, None
@@ -119,18 +118,13 @@ class LocalGateway:
                            path_parameters=params, source_ip=source_ip)
         if _size(event) > MAX_EVENT_BYTES:
             return TOO_LARGE, None
-        answer = invoke(AUTHORIZER, authorizer_event(event), "authorizer", self.timeout_s)
-        if not answer.get("isAuthorized"):
-            return HttpResponse(403, [("content-type", "application/json")], b'{"message":"Forbidden"}'), None
-        context = answer.get("context", {})
-        tenant_id = context.get("tenant_id")
-        event["requestContext"]["authorizer"] = {"lambda": context}
         rid = event["requestContext"]["requestId"]
         try:
             result = invoke(FUNCTIONS[route.function], event, route.function, self.timeout_s)
         except Exception:  # an unhandled error in a function is API Gateway's 500
             logger.exception("%s failed (request %s)", route.function, rid)
-            return _failed(rid), tenant_id
+            return _failed(rid), _tenant(event)
+        tenant_id = _tenant(event)
         if _size(result) > MAX_EVENT_BYTES:
             logger.error("%s answered %s %s with more than %d bytes: Lambda refuses that response (request %s)",
                          route.function, method, path, MAX_EVENT_BYTES, rid)
@@ -148,6 +142,12 @@ class LocalGateway:
         if self.request_log:
             requestlog.record(method, path, TOO_LARGE.status, 0.0, None)
         return TOO_LARGE
+
+
+def _tenant(event: dict[str, Any]) -> str | None:
+    """The tenant the function resolved the request's key to (it writes its answer into the event,
+    which it was handed in process), for the request log."""
+    return ((event["requestContext"].get("authorizer") or {}).get("lambda") or {}).get("tenant_id") or None
 
 
 def resolver_of(dotted: str) -> RequestLocalResolver:

@@ -1,6 +1,6 @@
 """A database that cannot be reached is a 503 with Retry-After, in each surface's own envelope, within
-POSTBOX_POOL_TIMEOUT_S: the pool pointed at a closed port (the authorizer's key cache warm, so the
-surface's own handler meets the timeout; then cold, so the authorizer does), and a connection that
+POSTBOX_POOL_TIMEOUT_S: the pool pointed at a closed port (the function's key cache warm, so the
+surface's own handler meets the timeout; then cold, so its key lookup does), and a connection that
 breaks under a request. The pool then serves again by itself."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import httpx
 import psycopg
 import pytest
 
-from functions import authorizer
+from functions import keys
 from postbox import config, db, errors
 from support.http import free_port
 
@@ -64,17 +64,17 @@ def database_gone(database_url, monkeypatch):
     monkeypatch.delenv("POSTBOX_POOL_TIMEOUT_S")
     config.reset()
     db.close_pool()
-    authorizer.clear_cache()
+    keys.clear_cache()
 
 
 def test_no_connection_in_time_is_503_with_retry_after_in_each_envelope(gateway, tenant, database_gone):
     with httpx.Client(base_url=gateway.url, headers={"apikey": tenant.key}, timeout=30) as c:
-        for _, method, path, body in _surfaces(tenant.key):  # the key cached by the authorizer
+        for _, method, path, body in _surfaces(tenant.key):  # the key cached by the function
             assert c.request(method, path, json=body).status_code < 500
         database_gone()
-        for cached in (True, False):  # the handler meets the timeout; then the authorizer does
+        for cached in (True, False):  # the handler meets the timeout; then the key lookup does
             if not cached:
-                authorizer.clear_cache()
+                keys.clear_cache()
             for surface, method, path, body in _surfaces(tenant.key):
                 started = time.monotonic()
                 r = c.request(method, path, json=body)

@@ -41,15 +41,17 @@ def test_every_line_carries_the_correlation_id_and_tenant(capsys):
     ]
 
 
-def test_a_metric_record_never_carries_the_previous_requests_tenant():
+def test_a_metric_record_never_carries_the_previous_requests_tenant(capsys, monkeypatch):
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
     _, metrics, lambda_handler = instrument("observability-test")
-    seen = []
 
     @lambda_handler
     def handler(event, context):
-        seen.append(dict(metrics.metadata_set))
-        return "ok"
+        metrics.add_metric(name="Probe", unit="Count", value=1)
+        return {"statusCode": 200, "body": ""}
 
     handler(_event("req-1", "tenant-a"), LocalContext("observability-test"))
     handler(_event("req-2", None), LocalContext("observability-test"))
-    assert seen == [{"tenant": "tenant-a"}, {}]
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert [(r["correlation_id"], r.get("tenant"), r["Probe"]) for r in records] == [
+        ("req-1", "tenant-a", 1), ("req-2", None, 1)]

@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 
 from functions.api.queues.app import handler
-from functions.authorizer import authorize, clear_cache, key_from_headers
-from functions.authorizer import handler as authorizer_handler
-from functions.local.events import authorizer_event
+from functions.keys import clear_cache, key_from_headers, resolve
 from functions.local.lambda_context import LocalContext
 from postbox import tenancy
 from support.events import api_event
@@ -54,15 +52,35 @@ def test_browse_query_parameters_are_validated(tenant):
     assert status == 422 and body["detail"][0]["loc"] == ["query", "limit"]
 
 
-def test_authorizer_answers_with_the_principal_or_a_reason(tenant):
+def test_the_key_resolver_answers_with_the_principal_or_a_reason(tenant):
     clear_cache()
-    ok = authorizer_handler(authorizer_event(api_event("GET", "/api/v1/queues", key=tenant.key)),
-                            LocalContext("authorizer"))
-    assert ok["isAuthorized"] is True and ok["context"]["authenticated"] is True
-    assert ok["context"]["tenant_id"] == tenant.tenant_id and ok["context"]["role"] == "manage"
-    missing = authorize({})
-    assert missing["context"] == {"authenticated": False, "reason": "No valid session or key."}
-    assert authorize({"apikey": "pbx_wrong"})["context"]["authenticated"] is False
+    ok = resolve({"apikey": tenant.key}, "/api/v1/queues", "127.0.0.1")
+    assert ok["authenticated"] is True
+    assert ok["tenant_id"] == tenant.tenant_id and ok["role"] == "manage"
+    assert resolve({}) == {"authenticated": False, "reason": "No valid session or key."}
+    assert resolve({"apikey": "pbx_wrong"}) == {"authenticated": False, "reason": "Invalid or expired key."}
+
+
+def test_the_handler_resolves_the_key_itself_whatever_the_event_claims(tenant, make_tenant):
+    """No authorizer runs before the function: it resolves the key in the request's headers and
+    overwrites whatever the event says at requestContext.authorizer (nothing can be forged there)."""
+    _call(api_event("POST", "/api/v1/queues", key=tenant.key, body={"name": "mine"}))
+    forged = api_event("GET", "/api/v1/queues/mine")
+    forged["requestContext"]["authorizer"] = {"lambda": resolve({"apikey": tenant.key})}
+    status, body = _call(forged)
+    assert status == 401 and body == {"detail": "No valid session or key."}
+    other = make_tenant()
+    stranger = api_event("GET", "/api/v1/queues/mine", key=other.key)
+    stranger["requestContext"]["authorizer"] = {"lambda": resolve({"apikey": tenant.key})}
+    assert _call(stranger)[0] == 404  # another tenant's queue does not exist for it
+    assert _call(api_event("GET", "/api/v1/queues/mine", key=tenant.key))[0] == 200
+
+
+def test_garbage_keys_are_401_never_500(database_url):
+    for key in ("pbx_" + "x" * 500, "pbx_\u00e9\u4e2d", "pbx_\x00nul", "pbx_\ud800", "Bearer", "pbx_"):
+        for headers in ({"apikey": key}, {"Authorization": f"Bearer {key}"}):
+            status, body = _call(api_event("GET", "/api/v1/queues", headers=headers))
+            assert status == 401 and body == {"detail": "Invalid or expired key."}, (key, status, body)
 
 
 def test_the_principal_names_its_actor(tenant):
@@ -70,20 +88,39 @@ def test_the_principal_names_its_actor(tenant):
     from functions.api.common import principal_from
 
     clear_cache()
-    context = authorize({"apikey": tenant.key})["context"]
+    context = resolve({"apikey": tenant.key})
     principal = principal_from(context)
     assert principal.actor == ("api_key", principal.key_id) and principal.key_id == context["key_id"]
     named = principal_from({**context, "subject_type": "agent", "subject_id": "billing-bot"})
     assert named.actor == ("agent", "billing-bot")
 
 
-def test_authorizer_cache_forgets_revoked_keys_after_clearing(tenant):
+def test_the_key_cache_forgets_revoked_keys_after_clearing(tenant):
     clear_cache()
     issued = tenancy.create_key(tenant.tenant_id, "read")
-    assert authorize({"apikey": issued.key})["context"]["authenticated"] is True
+    assert resolve({"apikey": issued.key})["authenticated"] is True
     tenancy.revoke_key(issued.key_id)
     clear_cache()
-    assert authorize({"apikey": issued.key})["context"]["authenticated"] is False
+    assert resolve({"apikey": issued.key})["authenticated"] is False
+
+
+def test_a_revoked_key_is_refused_by_the_handler_within_the_cache_bound(tenant, monkeypatch):
+    """The per-container cache holds a key's answer POSTBOX_KEY_CACHE_SECONDS: a revoked key still
+    served from it until then, and refused with the surface's 401 after."""
+    from postbox import config
+
+    monkeypatch.setenv("POSTBOX_KEY_CACHE_SECONDS", "1")
+    config.reset()
+    clear_cache()
+    issued = tenancy.create_key(tenant.tenant_id, "read")
+    assert _call(api_event("GET", "/api/v1/queues", key=issued.key))[0] == 200
+    tenancy.revoke_key(issued.key_id)
+    assert _call(api_event("GET", "/api/v1/queues", key=issued.key))[0] == 200  # cached, within the bound
+    import time
+
+    time.sleep(1.1)
+    status, body = _call(api_event("GET", "/api/v1/queues", key=issued.key))
+    assert status == 401 and body == {"detail": "Invalid or expired key."}
 
 
 def test_key_sources():

@@ -24,15 +24,15 @@ def error(r, status, code):
 ALL_OPERATIONS = ["scaiqueue:view", "scaiqueue:publish", "scaiqueue:consume", "scaiqueue:manage"]
 
 
-def _clear_authorizer_cache():
-    from functions.authorizer import clear_cache
+def _clear_key_cache():
+    from functions.keys import clear_cache
 
     clear_cache()
 
 
-def fresh_authorizer_cache():
+def fresh_key_cache():
     """(A fixture for key tests, imported by their modules with autouse.) Every test sees keys as the
-    database holds them now: the authorizer caches answers."""
-    _clear_authorizer_cache()
+    database holds them now: each function caches resolved keys."""
+    _clear_key_cache()
     yield
-    _clear_authorizer_cache()
+    _clear_key_cache()

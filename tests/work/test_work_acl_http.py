@@ -11,14 +11,14 @@ import pytest
 
 from postbox import db
 from support.http import client
-from support.work_api import ALL_OPERATIONS, W, fresh_authorizer_cache
+from support.work_api import ALL_OPERATIONS, W, fresh_key_cache
 from support.work_api import error as _error
 from support.work_api import ok as _ok
 
 ALL = ALL_OPERATIONS
 
 
-_fresh_cache = pytest.fixture(autouse=True)(fresh_authorizer_cache)
+_fresh_cache = pytest.fixture(autouse=True)(fresh_key_cache)
 
 
 

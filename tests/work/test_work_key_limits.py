@@ -1,8 +1,8 @@
-"""The authorizer's check of a work key's own limits (scopes by path, client address by CIDR)."""
+"""The key resolver's check of a work key's own limits (scopes by path, client address by CIDR)."""
 
 from __future__ import annotations
 
-from functions.authorizer import refusal
+from functions.keys import refusal
 from postbox.tenancy import Principal
 
 SCOPE = "6f1c2b1e-0000-4000-8000-000000000001"

@@ -1,5 +1,5 @@
 """Work API keys over HTTP: mint, list, get, rotate (grace window), revoke, and the limits the
-authorizer enforces (operations, scopes, source address, expiry); a work key on another surface."""
+key resolver enforces (operations, scopes, source address, expiry); a work key on another surface."""
 
 from __future__ import annotations
 
@@ -9,19 +9,19 @@ import uuid
 import pytest
 
 from functions.api.work.app import handler
-from functions.authorizer import clear_cache
+from functions.keys import clear_cache
 from functions.local.lambda_context import LocalContext
 from postbox import db
 from support.events import api_event
 from support.http import client
-from support.work_api import ALL_OPERATIONS, W, fresh_authorizer_cache
+from support.work_api import ALL_OPERATIONS, W, fresh_key_cache
 from support.work_api import error as _error
 from support.work_api import ok as _ok
 
 ALL = ALL_OPERATIONS
 
 
-_fresh_cache = pytest.fixture(autouse=True)(fresh_authorizer_cache)
+_fresh_cache = pytest.fixture(autouse=True)(fresh_key_cache)
 
 
 def keys_path(api) -> str:

@@ -14,7 +14,7 @@ from functions.api.durable import hosted, open_form
 from functions.api.durable.resolver import app
 from functions.observability import instrument
 
-logger, metrics, lambda_handler = instrument("durable")
+logger, metrics, lambda_handler = instrument("durable", resolve_keys=True)
 
 # The open form first: like API Gateway, the resolver must prefer `/v1/stream/{name}` to the
 # hosted form's `/{account}/{stream}/...` rows where both match (`/v1/stream/bootstrap`).

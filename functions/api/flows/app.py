@@ -18,7 +18,7 @@ from functions.observability import instrument
 from postbox.errors import Invalid
 from postbox.flows import cycle, queries, state
 
-logger, metrics, lambda_handler = instrument("flows")
+logger, metrics, lambda_handler = instrument("flows", resolve_keys=True)
 
 _KEEP = ("denied", "query_id", "name")
 

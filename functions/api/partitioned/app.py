@@ -33,7 +33,7 @@ from postbox.inputs import INT64_MAX
 from postbox.partitioned import service
 from postbox.partitioned.service import PopRequest
 
-logger, metrics, lambda_handler = instrument("partitioned")
+logger, metrics, lambda_handler = instrument("partitioned", resolve_keys=True)
 
 API = "/api/v1"
 UNKNOWN_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]  # the catch-all's rows in the route table

@@ -23,7 +23,7 @@ from functions.observability import instrument
 from postbox.inputs import INT64_MAX
 from postbox.queues import service
 
-logger, metrics, lambda_handler = instrument("queues")
+logger, metrics, lambda_handler = instrument("queues", resolve_keys=True)
 
 _BRANCHABLE = {403, 413}
 

@@ -36,7 +36,7 @@ from postbox.tenancy import require
 from postbox.work import ratelimit
 from postbox.work.common import VIEW
 
-logger, metrics, lambda_handler = instrument("work", request_id_prefix=REQUEST_ID_PREFIX)
+logger, metrics, lambda_handler = instrument("work", request_id_prefix=REQUEST_ID_PREFIX, resolve_keys=True)
 MAX_BODY = 1024 * 1024  # a request body over this is a 413 before anything is parsed
 router = Router()
 

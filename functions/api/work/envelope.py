@@ -14,7 +14,7 @@ from typing import Annotated, Any
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from functions.api.common import SurfaceResolver, json_response, principal_from
-from functions.authorizer import key_from_headers
+from functions.keys import key_from_headers
 from functions.observability import request_id
 from postbox.errors import Forbidden, Unauthorized
 from postbox.tenancy import Principal
