@@ -4,6 +4,7 @@ completion, and three subscriptions under threads each processing every message 
 from __future__ import annotations
 
 import threading
+import uuid
 from collections import Counter
 from datetime import datetime
 
@@ -105,10 +106,11 @@ def test_last_failure_dead_letters_the_delivery_only(tenant, scope, feed):
     assert subscriptions.processed(tenant.principal, b["id"], [m["id"]]) == {m["id"]: True}
 
 
-def test_subscriptions_need_a_broadcast_queue_and_a_push_url_for_push(tenant, scope, feed):
+def test_subscriptions_need_a_queue_of_the_scope_and_a_push_url_for_push(tenant, scope, feed):
     plain = queues.create_queue(tenant.principal, scope["id"], {"slug": "plain"})
+    assert _sub(tenant, scope, plain)["consumer_mode"] == "competing"  # either consumer mode
     with pytest.raises(Unprocessable) as e:
-        _sub(tenant, scope, plain)
+        _sub(tenant, scope, {**plain, "id": str(uuid.uuid4())})
     assert e.value.details["fields"][0]["field"] == "queue_id"
     with pytest.raises(Unprocessable) as e:
         _sub(tenant, scope, feed, delivery_mode="push")

@@ -33,6 +33,9 @@ Tier = Literal["critical", "high", "normal", "low", "background"]
 Text = Annotated[str, Field(max_length=256)]
 
 
+UUID_TEXT = r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 

@@ -12,7 +12,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from pydantic import Field, model_validator
 
 from functions.api.work.envelope import Cursor, Limit, caller, data, listing
-from functions.api.work.fields import MAX_TTL_S, MAX_VISIBILITY_S, Priority, Text, _Strict
+from functions.api.work.fields import MAX_TTL_S, MAX_VISIBILITY_S, UUID_TEXT, Priority, Text, _Strict
 from functions.api.work.queues import QUEUE
 from postbox.work import browse, messages
 
@@ -67,6 +67,13 @@ class Claim(_Strict):
 
 
 Token = Annotated[str, Field(max_length=64)]
+SubscriptionId = Annotated[str, Field(pattern=UUID_TEXT)]
+
+
+class QueueClaim(Claim):
+    """A claim through the queue's route; `subscription_id` makes it that subscription's claim."""
+
+    subscription_id: SubscriptionId | None = None
 
 
 class Complete(_Strict):
@@ -81,6 +88,24 @@ class Fail(_Strict):
 
 class Release(_Strict):
     claim_token: Token | None = None
+
+
+class _BySubscriber(_Strict):
+    """The scope's complete, fail and release: `subscription_id` ends that subscription's delivery."""
+
+    subscription_id: SubscriptionId | None = None
+
+
+class CompleteAs(Complete, _BySubscriber):
+    pass
+
+
+class FailAs(Fail, _BySubscriber):
+    pass
+
+
+class ReleaseAs(Release, _BySubscriber):
+    pass
 
 
 class Extend(_Strict):
@@ -110,13 +135,14 @@ def publish(scope_id: str, queue_id: str, request: Annotated[Publish, Body()]):
 
 
 @router.post(QUEUE + "/messages/claim")
-def claim(scope_id: str, queue_id: str, body: Annotated[Claim | None, Body()] = None):
-    body = body or Claim()
-    return data(messages.claim(caller(), scope_id, queue_id, body.batch_size, body.visibility_timeout_s))
+def claim(scope_id: str, queue_id: str, body: Annotated[QueueClaim | None, Body()] = None):
+    body = body or QueueClaim()
+    return data(messages.claim(caller(), scope_id, queue_id, body.batch_size, body.visibility_timeout_s,
+                               body.subscription_id))
 
 
 @router.get(QUEUE + "/messages")
-def list_messages(scope_id: str, queue_id: str, state: Annotated[Literal[browse.STATES], Query()] = "pending",
+def list_messages(scope_id: str, queue_id: str, state: Annotated[Literal[browse.STATES] | None, Query()] = None,
                   limit: Limit = 50, cursor: Cursor = None):
     return listing(browse.list_messages(caller(), scope_id, queue_id, state, limit, cursor))
 
@@ -135,18 +161,18 @@ MESSAGE = "/scopes/<scope_id>/messages/<msg_id>"
 
 
 @router.post(MESSAGE + "/complete")
-def complete(scope_id: str, msg_id: str, body: Annotated[Complete | None, Body()] = None):
-    return data(messages.finish(caller(), scope_id, msg_id, "complete", (body or Complete()).fields()))
+def complete(scope_id: str, msg_id: str, body: Annotated[CompleteAs | None, Body()] = None):
+    return data(messages.finish(caller(), scope_id, msg_id, "complete", (body or CompleteAs()).fields()))
 
 
 @router.post(MESSAGE + "/fail")
-def fail(scope_id: str, msg_id: str, body: Annotated[Fail | None, Body()] = None):
-    return data(messages.finish(caller(), scope_id, msg_id, "fail", (body or Fail()).fields()))
+def fail(scope_id: str, msg_id: str, body: Annotated[FailAs | None, Body()] = None):
+    return data(messages.finish(caller(), scope_id, msg_id, "fail", (body or FailAs()).fields()))
 
 
 @router.post(MESSAGE + "/release")
-def release(scope_id: str, msg_id: str, body: Annotated[Release | None, Body()] = None):
-    return data(messages.finish(caller(), scope_id, msg_id, "release", (body or Release()).fields()))
+def release(scope_id: str, msg_id: str, body: Annotated[ReleaseAs | None, Body()] = None):
+    return data(messages.finish(caller(), scope_id, msg_id, "release", (body or ReleaseAs()).fields()))
 
 
 @router.post(MESSAGE + "/extend")

@@ -11,7 +11,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from pydantic import Field
 
 from functions.api.work.envelope import Cursor, Limit, caller, data, listing
-from functions.api.work.fields import _Strict
+from functions.api.work.fields import UUID_TEXT, _Strict
 from functions.api.work.messages import Claim, Complete, Fail, Release
 from functions.api.work.rules import Condition
 from postbox.work import (
@@ -21,8 +21,6 @@ from postbox.work import (
 
 router = Router()
 
-
-UUID_TEXT = r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$"
 InFlight = Annotated[int, Field(ge=1, le=10_000)]
 PushUrl = Annotated[str, Field(max_length=2048, pattern=r"^https?://[^\s/?#]+[^\s]*$")]
 

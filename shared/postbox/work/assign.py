@@ -19,20 +19,27 @@ from .subscriptions import sub_id_of
 STATES = ("pending", "claimed", "completed", "dead_lettered", "expired")
 SUBSCRIPTIONS_PER_RUN = 200
 
+# A broadcast subscription's deliveries; a competing one's are the messages it claimed (`claimed_for`),
+# none of them pending (a message it released is pending for every claimer).
 _LIST = """
+WITH x AS (SELECT (work_subscription_of(%(t)s, %(s)s, %(x)s, false)).* FROM work_acl_check(%(acl)s::jsonb) _)
 SELECT d.seq, v.doc
 FROM work_deliveries d
 JOIN work_delivery_docs v ON v.subscription_id = d.subscription_id AND v.message_id = d.message_id
-WHERE d.subscription_id = (SELECT (work_subscription_of(%(t)s, %(s)s, %(x)s, false)).id
-                          FROM work_acl_check(%(acl)s::jsonb) _)
-  AND d.state = %(state)s AND d.seq > %(after)s
-ORDER BY d.seq LIMIT %(n)s
+WHERE d.subscription_id = (SELECT id FROM x) AND d.state = %(state)s AND d.seq > %(after)s
+UNION ALL
+SELECT m.seq, to_jsonb(md) || jsonb_build_object('subscription_id', m.claimed_for)
+FROM work_messages m JOIN work_message_docs md ON md.id = m.id
+WHERE m.claimed_for = (SELECT id FROM x) AND m.queue_id = (SELECT queue_id FROM x)
+  AND m.state = %(state)s AND m.state <> 'pending' AND m.seq > %(after)s
+ORDER BY 1 LIMIT %(n)s
 """
 
 
 def list_deliveries(principal: Principal, scope_id: str, sub_id: str, state: str, limit: int = 50,
                     cursor: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
-    """The subscription's deliveries in one state, oldest first, with claim tokens (so `consume`)."""
+    """The subscription's deliveries (or, on a competing queue, the messages it claimed) in one state,
+    oldest first, with claim tokens (so `consume`)."""
     tenant_id = require(principal, CONSUME)
     scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), sub_id_of(sub_id)
     after = decode_cursor(cursor, "deliveries") or 0
@@ -53,7 +60,7 @@ def assign_due(limit: int = SUBSCRIPTIONS_PER_RUN) -> int:
     assigned = 0
     for sub_id, tenant_id, scope_id, in_flight in due:
         with db.connection() as conn:
-            claimed = conn.execute("SELECT jsonb_array_length(work_delivery_claim(%s, %s, %s, %s, NULL))",
+            claimed = conn.execute("SELECT jsonb_array_length(work_subscription_claim(%s, %s, %s, %s, NULL))",
                                    (tenant_id, scope_id, sub_id, in_flight)).fetchone()[0]
         assigned += claimed
     return assigned

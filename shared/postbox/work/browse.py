@@ -13,7 +13,8 @@ STATES = ("pending", "claimed", "completed", "failed", "dead_lettered", "cancell
           "delivering")
 CHAIN_LIMIT = 1000
 
-LIVE_STATES = ("pending", "claimed")
+LIVE_STATES = ("pending", "claimed", "delivering")
+ENDED_STATES = tuple(s for s in STATES if s not in LIVE_STATES)
 
 # Live messages through the index of live rows (filtered by state: a claim changes the state in
 # place, so no index holds it); ended ones through `ended_state`, set once a message ends.
@@ -30,6 +31,24 @@ FROM work_messages m JOIN work_message_docs d ON d.id = m.id
 WHERE m.queue_id = (SELECT work_queue_of(%(s)s, %(q)s)).id AND m.ended_at IS NOT NULL
   AND m.ended_state = %(state)s AND m.seq > %(after)s
 ORDER BY m.seq LIMIT %(n)s
+"""
+
+# Every state, in publish order: the live rows and each ended state's, each through its index and
+# cut at the page, merged (so a page costs the same whatever the queue holds).
+_LIST_ALL = """
+WITH q AS (SELECT (work_queue_of(%(s)s, %(q)s)).id),
+picked AS (
+    (SELECT m.seq, m.id FROM work_messages m
+     WHERE m.queue_id = (SELECT id FROM q) AND m.ended_at IS NULL AND m.seq > %(after)s ORDER BY m.seq LIMIT %(n)s)
+    UNION ALL
+    SELECT e.seq, e.id FROM unnest(%(ended)s::text[]) st(state) CROSS JOIN LATERAL (
+        SELECT m.seq, m.id FROM work_messages m
+        WHERE m.queue_id = (SELECT id FROM q) AND m.ended_at IS NOT NULL AND m.ended_state = st.state
+          AND m.seq > %(after)s
+        ORDER BY m.seq LIMIT %(n)s) e
+    ORDER BY 1 LIMIT %(n)s
+)
+SELECT p.seq, row_to_json(d) FROM picked p JOIN work_message_docs d ON d.id = p.id ORDER BY p.seq
 """
 
 _ONE = """
@@ -52,8 +71,9 @@ def _check_queue(conn, tenant_id: str, scope_id: str, queue_id: str) -> None:
         conn.execute("SELECT work_queue_synced(%s, %s, %s)", (tenant_id, scope_id, queue_id))
 
 
-def list_messages(principal: Principal, scope_id: str, queue_id: str, state: str, limit: int = 50,
+def list_messages(principal: Principal, scope_id: str, queue_id: str, state: str | None, limit: int = 50,
                   cursor: str | None = None) -> tuple[list[dict], str | None]:
+    """A page of the queue's messages in one state, or in every state (None), in publish order."""
     tenant_id = require(principal, VIEW)
     scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
     after = decode_cursor(cursor, "messages") or 0
@@ -61,9 +81,9 @@ def list_messages(principal: Principal, scope_id: str, queue_id: str, state: str
         acl.load_scope(conn, principal, tenant_id, scope_id, VIEW, queue=queue_id)
         _check_queue(conn, tenant_id, scope_id, queue_id)
         with db.domain_errors():
-            query = _LIST_LIVE if state in LIVE_STATES else _LIST_ENDED
+            query = _LIST_ALL if state is None else _LIST_LIVE if state in LIVE_STATES else _LIST_ENDED
             rows = conn.execute(query, {"s": scope_id, "q": queue_id, "state": state, "after": int(after),
-                                        "n": limit + 1}).fetchall()
+                                        "n": limit + 1, "ended": list(ENDED_STATES)}).fetchall()
     rows, nxt = page(rows, limit, "messages", lambda r: r[0])
     return [r[1] for r in rows], nxt
 

@@ -5,6 +5,11 @@ the surface's codes.
 Claim tokens: every claim hands out a new `claim_token`. complete, fail, release and extend take
 it back (optional for the spec's clients); once a claim ran out and another consumer claimed the
 message, the old token no longer matches and the late consumer gets SCAIQUEUE_NOT_CLAIMED.
+
+A subscriber may claim and finish through these routes too: it names its subscription
+(`subscription_id`), or calls with a work key whose subject subscribes to the queue; the call is
+then its subscription's (`work_claim_as`, `work_finish_as`, still one call). A tenant key naming
+no subscription takes the plain path, unchanged.
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ from ..tenancy import Principal, require
 from . import hitl, schemas
 from .acl import ENTER, guard
 from .common import CONSUME, MANAGE, MESSAGE_NOT_FOUND, PUBLISH, QUEUE_NOT_FOUND, SCOPE_NOT_FOUND, as_json, parse_id
+from .subscriptions import sub_id_of
 
 SCHEMA_STALE = "SCAIQUEUE_SCHEMA_STALE"
+SUBSCRIBER_ACTIONS = ("complete", "fail", "release")
 ACTIONS = {"complete": CONSUME, "fail": CONSUME, "release": CONSUME, "extend": CONSUME, "cancel": MANAGE}
 
 
@@ -51,23 +58,42 @@ def publish(principal: Principal, scope_id: str, queue_id: str, message: dict[st
 
 
 def claim(principal: Principal, scope_id: str, queue_id: str, batch_size: int,
-          visibility_timeout_s: int | None) -> list[dict[str, Any]]:
-    """Up to `batch_size` messages in the queue's order, each with its claim token."""
+          visibility_timeout_s: int | None, subscription_id: str | None = None) -> list[dict[str, Any]]:
+    """Up to `batch_size` messages in the queue's order, each with its claim token; a subscriber's
+    claim (a subscription named, or a work key subscribing to the queue) is its subscription's."""
     tenant_id = require(principal, CONSUME)
     scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
+    gate = guard(principal, tenant_id, scope_id, CONSUME, queue=queue_id)
     with db.connection() as conn, db.domain_errors():
-        return conn.execute(f"SELECT work_claim(%s, %s, %s, %s, %s, %s, %s, %s) FROM {ENTER} _",
-                            (tenant_id, scope_id, queue_id, batch_size, visibility_timeout_s, principal.key_id,
-                             *principal.actor,
-                             guard(principal, tenant_id, scope_id, CONSUME, queue=queue_id))).fetchone()[0]
+        if subscription_id is None and not principal.is_work_key:
+            return conn.execute(f"SELECT work_claim(%s, %s, %s, %s, %s, %s, %s, %s) FROM {ENTER} _",
+                                (tenant_id, scope_id, queue_id, batch_size, visibility_timeout_s, principal.key_id,
+                                 *principal.actor, gate)).fetchone()[0]
+        return conn.execute(f"SELECT work_claim_as(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) FROM {ENTER} _",
+                            (tenant_id, scope_id, queue_id, _subscription(subscription_id), batch_size,
+                             visibility_timeout_s, principal.key_id, *principal.actor, principal.is_work_key,
+                             gate)).fetchone()[0]
+
+
+def _subscription(value: str | None) -> str | None:
+    """A body's subscription_id; one that is not a UUID names no subscription (404)."""
+    return None if value is None else sub_id_of(value)
 
 
 def finish(principal: Principal, scope_id: str, message_id: str, action: str, item: dict[str, Any]) -> dict:
-    """complete | fail | release | extend | cancel one message; a refusal raises its error."""
+    """complete | fail | release | extend | cancel one message; a refusal raises its error. complete,
+    fail and release by a subscriber (`subscription_id` in the item, or a work key) end its own
+    delivery of a broadcast message."""
     tenant_id = require(principal, ACTIONS[action])
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
+    sub_id = _subscription(item.pop("subscription_id", None))
     item = {**item, "id": parse_id(message_id, MESSAGE_NOT_FOUND)}
     gate = guard(principal, tenant_id, scope_id, ACTIONS[action], messages=[item["id"]])
+    if action in SUBSCRIBER_ACTIONS and (sub_id is not None or principal.is_work_key):
+        with db.connection() as conn, db.domain_errors(), hitl.response_errors():
+            return conn.execute(f"SELECT work_finish_as(%s, %s, %s, %s::jsonb, %s, %s, %s, %s) FROM {ENTER} _",
+                                (tenant_id, scope_id, action, as_json(item), sub_id, *principal.actor,
+                                 principal.is_work_key, gate)).fetchone()[0]
     if action == "complete":  # the response must fit the message's HITL spec, if it has one
         with db.connection() as conn, db.domain_errors(), hitl.response_errors():
             return conn.execute(f"SELECT work_complete_checked(%s, %s, %s::jsonb, %s, %s) FROM {ENTER} _",

@@ -87,7 +87,7 @@ def _finish(conn: psycopg.Connection, sub: tuple, delivery: dict[str, Any], fail
     item = {"id": delivery["id"], "claim_token": delivery["claim_token"]}
     action = "complete" if failure is None else "fail"
     try:
-        conn.execute("SELECT work_delivery_finish(%s, %s, %s, %s, %s::jsonb, %s, %s)",
+        conn.execute("SELECT work_subscription_finish(%s, %s, %s, %s, %s::jsonb, %s, %s)",
                      (tenant_id, scope_id, sub_id, action,
                       jsoncodec.dumps({**item, "response": {"pushed": True}} if failure is None
                                       else {**item, "reason": failure}).decode(), *ACTOR))
@@ -109,7 +109,7 @@ def deliver(budget_s: float = 45.0) -> int:
                 break
             sub_id, tenant_id, scope_id, url, secret, in_flight = sub
             with db.connection() as conn:
-                claimed = conn.execute("SELECT work_delivery_claim(%s, %s, %s, %s, %s, %s, %s)",
+                claimed = conn.execute("SELECT work_subscription_claim(%s, %s, %s, %s, %s, NULL, %s, %s)",
                                        (tenant_id, scope_id, sub_id, in_flight, CLAIM_S, *ACTOR)).fetchone()[0]
             failures = list(pool.map(lambda d, u=url, k=secret: post(u, k, d), claimed))
             with db.connection() as conn:

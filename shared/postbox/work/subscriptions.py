@@ -1,10 +1,12 @@
-"""Subscriptions: a subscriber's own delivery of every message of a broadcast queue.
+"""Subscriptions: a subscriber bound to a queue of either consumer mode, with a filter.
 
-Deliveries are written by the publish (one per active subscription whose filter matches) and
-claimed, completed, failed and released through the subscription, each one SQL call
-(`work_delivery_claim`, `work_delivery_finish`); so every subscription processes every message
-once, independently of the others. Push subscriptions are delivered by an agent (`push`); their
-signing secret is answered once, when it is made.
+On a broadcast queue, deliveries are written by the publish (one per active subscription whose
+filter matches), so every subscription processes every message once, independently of the others.
+On a competing queue the subscriber claims the queue's own messages that its filter lets through,
+competing with every other claimer, never holding more than max_in_flight. Either way a claim,
+complete, fail or release through the subscription is one SQL call (`work_subscription_claim`,
+`work_subscription_finish`). Push subscriptions are delivered by an agent (`push`); their signing
+secret is answered once, when it is made.
 """
 
 from __future__ import annotations
@@ -25,16 +27,19 @@ SUBSCRIPTION_NOT_FOUND = "SCAIQUEUE_SUBSCRIPTION_NOT_FOUND"
 ACTIONS = ("complete", "fail", "release")
 
 _DOC = """jsonb_build_object(
-    'id', x.id, 'scope_id', x.scope_id, 'queue_id', (SELECT queue_id FROM work_queues WHERE id = x.queue_id),
+    'id', x.id, 'scope_id', x.scope_id, 'queue_id', q.queue_id,
+    'consumer_mode', q.consumer_mode,
     'subscriber_type', x.subscriber_type, 'subscriber_id', x.subscriber_id, 'filter', x.filter,
     'delivery_mode', x.delivery_mode, 'push_url', x.push_url, 'auto_claim', x.auto_claim,
     'max_in_flight', x.max_in_flight, 'state', x.state, 'created_at', x.created_at, 'updated_at', x.updated_at,
-    'deliveries', (SELECT jsonb_build_object(
+    'deliveries', CASE WHEN q.consumer_mode = 'broadcast' THEN (SELECT jsonb_build_object(
         'pending', count(*) FILTER (WHERE d.state = 'pending'),
         'in_flight', count(*) FILTER (WHERE d.state = 'claimed'),
         'completed', count(*) FILTER (WHERE d.state = 'completed'),
         'dead_lettered', count(*) FILTER (WHERE d.state = 'dead_lettered'))
-        FROM work_deliveries d WHERE d.subscription_id = x.id))"""
+        FROM work_deliveries d WHERE d.subscription_id = x.id)
+        ELSE jsonb_build_object('in_flight', work_subscription_held(x.id)) END)"""
+_FROM = "work_subscriptions x JOIN work_queues q ON q.id = x.queue_id"
 
 
 def _missing() -> NotFound:
@@ -50,7 +55,7 @@ def sub_id_of(value: str) -> str:
 
 
 def _one(conn: psycopg.Connection, scope_id: str, sub_id: str) -> dict[str, Any]:
-    row = conn.execute(f"SELECT {_DOC} FROM work_subscriptions x WHERE x.id = %s AND x.scope_id = %s",
+    row = conn.execute(f"SELECT {_DOC} FROM {_FROM} WHERE x.id = %s AND x.scope_id = %s",
                        (sub_id, scope_id)).fetchone()
     if row is None:
         raise _missing()
@@ -68,7 +73,8 @@ def _push_needs_url(mode: str | None, url: str | None) -> None:
 
 
 def create(principal: Principal, scope_id: str, fields: dict[str, Any]) -> dict[str, Any]:
-    """A subscription on a broadcast queue of the scope; it receives the messages published from now on."""
+    """A subscription on a queue of the scope: on a broadcast queue it receives the messages published
+    from now on; on a competing queue its subscriber claims, filtered, from the shared queue."""
     tenant_id = require(principal, CONSUME)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     _push_needs_url(fields.get("delivery_mode"), fields.get("push_url"))
@@ -76,14 +82,11 @@ def create(principal: Principal, scope_id: str, fields: dict[str, Any]) -> dict[
     with db.transaction() as conn:
         queue_id = parse_id(fields["queue_id"], "SCAIQUEUE_QUEUE_NOT_FOUND")
         acl.load_scope(conn, principal, tenant_id, scope_id, CONSUME, queue=queue_id)
-        queue = conn.execute("SELECT id, consumer_mode FROM work_queues WHERE queue_id = %s AND scope_id = %s",
+        queue = conn.execute("SELECT id FROM work_queues WHERE queue_id = %s AND scope_id = %s",
                              (queue_id, scope_id)).fetchone()
         if queue is None:
             raise Unprocessable("No such queue in this scope.",
                                 fields=[{"field": "queue_id", "message": "no such queue in this scope"}])
-        if queue[1] != "broadcast":
-            raise Unprocessable("Subscriptions deliver broadcast queues; claim a competing queue directly.",
-                                fields=[{"field": "queue_id", "message": "not a broadcast queue"}])
         sub_id = conn.execute(
             "INSERT INTO work_subscriptions (scope_id, tenant_id, queue_id, subscriber_type, subscriber_id, filter,"
             " delivery_mode, auto_claim, max_in_flight, push_url, push_secret)"
@@ -101,7 +104,7 @@ def list_subscriptions(principal: Principal, scope_id: str) -> list[dict[str, An
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.connection() as conn:
         acl.load_scope(conn, principal, tenant_id, scope_id, VIEW)
-        rows = conn.execute(f"SELECT {_DOC} FROM work_subscriptions x WHERE x.scope_id = %s"
+        rows = conn.execute(f"SELECT {_DOC} FROM {_FROM} WHERE x.scope_id = %s"
                             " ORDER BY x.created_at, x.id", (scope_id,)).fetchall()
     return [r[0] for r in rows]
 
@@ -145,13 +148,17 @@ def update(principal: Principal, scope_id: str, sub_id: str, fields: dict[str, A
 
 
 def delete(principal: Principal, scope_id: str, sub_id: str) -> None:
-    """Delete a subscription and its deliveries; broadcast messages waiting only for it settle."""
+    """Delete a subscription and its deliveries; broadcast messages waiting only for it settle, and the
+    messages of a competing queue it holds are released at once."""
     tenant_id = require(principal, MANAGE)
     scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), sub_id_of(sub_id)
     with db.transaction() as conn:
         acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE, subscription=sub_id)
         ids = conn.execute("SELECT message_id FROM work_deliveries WHERE subscription_id = %s"
                            " AND state IN ('pending', 'claimed')", (sub_id,)).fetchall()
+        with db.domain_errors():
+            conn.execute("SELECT work_subscription_release(%s, %s, %s, %s, %s)",
+                         (tenant_id, scope_id, sub_id, *principal.actor))
         if conn.execute("DELETE FROM work_subscriptions WHERE id = %s AND scope_id = %s RETURNING id",
                         (sub_id, scope_id)).fetchone() is None:
             raise _missing()
@@ -161,23 +168,26 @@ def delete(principal: Principal, scope_id: str, sub_id: str) -> None:
 
 def claim(principal: Principal, scope_id: str, sub_id: str, batch_size: int,
           visibility_timeout_s: int | None) -> list[dict[str, Any]]:
-    """Pull: up to batch_size of the subscription's pending deliveries, within max_in_flight."""
+    """Pull: up to batch_size of the subscription's pending deliveries (broadcast) or of the queue's
+    messages its filter lets through (competing), within max_in_flight."""
     tenant_id = require(principal, CONSUME)
     scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), sub_id_of(sub_id)
     with db.connection() as conn, db.domain_errors():
-        return conn.execute(f"SELECT work_delivery_claim(%s, %s, %s, %s, %s, %s, %s) FROM {acl.ENTER} _",
-                            (tenant_id, scope_id, sub_id, batch_size, visibility_timeout_s, *principal.actor,
+        return conn.execute(f"SELECT work_subscription_claim(%s, %s, %s, %s, %s, %s, %s, %s) FROM {acl.ENTER} _",
+                            (tenant_id, scope_id, sub_id, batch_size, visibility_timeout_s, principal.key_id,
+                             *principal.actor,
                              acl.guard(principal, tenant_id, scope_id, CONSUME, subscription=sub_id))).fetchone()[0]
 
 
 def finish(principal: Principal, scope_id: str, sub_id: str, message_id: str, action: str,
            item: dict[str, Any]) -> dict[str, Any]:
-    """complete | fail | release the subscription's delivery of one message."""
+    """complete | fail | release the subscription's delivery of one message (or, on a competing queue,
+    the message it holds)."""
     tenant_id = require(principal, CONSUME)
     scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), sub_id_of(sub_id)
     item = {**item, "id": parse_id(message_id, MESSAGE_NOT_FOUND)}
     with db.connection() as conn, db.domain_errors(), hitl.response_errors():
-        return conn.execute(f"SELECT work_delivery_finish(%s, %s, %s, %s, %s::jsonb, %s, %s) FROM {acl.ENTER} _",
+        return conn.execute(f"SELECT work_subscription_finish(%s, %s, %s, %s, %s::jsonb, %s, %s) FROM {acl.ENTER} _",
                             (tenant_id, scope_id, sub_id, action, as_json(item), *principal.actor,
                              acl.guard(principal, tenant_id, scope_id, CONSUME, subscription=sub_id))).fetchone()[0]
 
@@ -193,7 +203,7 @@ def processed(principal: Principal, sub_id: str, message_ids: list[str]) -> dict
         except ValueError:
             parsed[given] = None  # names no message: not processed
     with db.connection() as conn, db.domain_errors():
-        found = conn.execute(f"SELECT work_delivery_processed(%s, %s, %s::uuid[]) FROM {acl.GATE} _",
+        found = conn.execute(f"SELECT work_subscription_processed(%s, %s, %s::uuid[]) FROM {acl.GATE} _",
                              (tenant_id, sub_id, [v for v in parsed.values() if v],
                               acl.guard(principal, tenant_id, None, CONSUME, subscription=sub_id))).fetchone()[0]
     return {given: bool(found.get(canonical)) if canonical else False for given, canonical in parsed.items()}

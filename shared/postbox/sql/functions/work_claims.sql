@@ -84,8 +84,13 @@ END $$;
 -- With the claimer's actor: each claimed message journals `scaiqueue.message.claimed`
 -- (one set-based insert; emitted when the scope asks for claimed events). A claim of the scope's
 -- `_events` queue first materialises the events journalled since the last read.
+-- A subscription's claim of a competing queue (work_subscription_claim) passes the subscription,
+-- recorded as each message's `claimed_for`, and its filter: a filtered claim takes only the
+-- messages the filter lets through, walks from the front and leaves the claim head where it is
+-- (the messages it skips are the other claimers').
 CREATE OR REPLACE FUNCTION work_claim(p_tenant uuid, p_scope uuid, p_queue uuid, p_n int, p_vt int, p_claimer text,
-                           p_actor_type text DEFAULT NULL, p_actor_id text DEFAULT NULL)
+                           p_actor_type text DEFAULT NULL, p_actor_id text DEFAULT NULL,
+                           p_sub uuid DEFAULT NULL, p_filter jsonb DEFAULT NULL)
 RETURNS json LANGUAGE plpgsql AS $$
 DECLARE
     s work_scopes;
@@ -119,7 +124,7 @@ BEGIN
     IF q.ordering = 'fifo' THEN
         -- From the head, or from the front (the claim-head rule: claim_heads.sql).
         SELECT h.head, h.scanned_at INTO v_head, v_scanned FROM work_claim_heads h WHERE h.queue_id = q.id;
-        v_full := claim_head_full(v_scanned, x'5743'::int, q.id);  -- "WC"
+        v_full := p_filter IS NOT NULL OR claim_head_full(v_scanned, x'5743'::int, q.id);  -- "WC"
     END IF;
     LOOP
         SELECT coalesce(array_agg(c.ctid) FILTER (WHERE c.state = 'pending' OR c.attempts < c.max_retries), '{}'),
@@ -135,6 +140,7 @@ BEGIN
               AND x.visible_at <= clock_timestamp()
               AND (x.expires_at IS NULL OR x.expires_at > clock_timestamp())
               AND x.ctid <> ALL (v_all)  -- rows this claim holds already (SKIP LOCKED skips only others')
+              AND (p_filter IS NULL OR work_cond(p_filter, work_row_subject(x, q.slug)))
             ORDER BY x.rank, x.seq LIMIT (SELECT p_n - cardinality(v_all)) FOR UPDATE SKIP LOCKED
         ) c;
         v_all := v_all || v_take;
@@ -154,7 +160,8 @@ BEGIN
             UPDATE work_messages w SET state = 'claimed', attempts = w.attempts + 1, claimed_by = p_claimer,
                    claim_token = gen_random_uuid(), claimed_at = clock_timestamp(), updated_at = clock_timestamp(),
                    visible_at = clock_timestamp() + coalesce(p_vt, w.visibility_timeout_s) * interval '1 second',
-                   failure_reason = CASE WHEN w.state = 'claimed' THEN 'visibility timeout' ELSE w.failure_reason END
+                   failure_reason = CASE WHEN w.state = 'claimed' THEN 'visibility timeout' ELSE w.failure_reason END,
+                   claimed_for = p_sub
             WHERE w.ctid = ANY (v_all) AND w.queue_id = q.id
             RETURNING w.id, w.rank, w.seq, w.correlation_id, w.attempts
         ), journal AS (
@@ -172,7 +179,7 @@ BEGIN
     END IF;
     -- Last (so a claim never holds the head row while it waits for anything): move the head past
     -- what was taken, never waiting for its row (claim_heads.sql).
-    IF q.ordering = 'fifo' AND claim_head_moves(v_head, v_next, v_full) THEN
+    IF q.ordering = 'fifo' AND p_filter IS NULL AND claim_head_moves(v_head, v_next, v_full) THEN
         UPDATE work_claim_heads h SET
             scanned_at = claim_head_scanned(h.scanned_at, v_full),
             head = claim_head_next(h.head, v_next, v_full, cardinality(v_all) >= p_n)

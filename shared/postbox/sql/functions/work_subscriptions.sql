@@ -285,6 +285,15 @@ BEGIN
             LEFT JOIN work_deliveries d ON d.subscription_id = x.id AND d.message_id = u.id);
 END $$;
 
+-- A subscription of a competing queue has work to take when the queue has pending messages and it
+-- holds fewer than max_in_flight (whether its filter lets any through, its claim finds out).
+CREATE OR REPLACE FUNCTION work_competing_due(x work_subscriptions) RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT q.consumer_mode = 'competing'
+           AND (SELECT coalesce(sum(k.pending), 0) FROM work_queue_counters k WHERE k.queue_id = q.id) > 0
+           AND work_subscription_held(x.id) < x.max_in_flight
+    FROM work_queues q WHERE q.id = x.queue_id
+$$;
+
 -- Active push subscriptions with deliveries to post now (pending and visible, or claims whose
 -- time ran out): what the push agent works through, oldest subscription first.
 CREATE OR REPLACE FUNCTION work_push_due(p_limit int)
@@ -296,7 +305,8 @@ LANGUAGE sql STABLE AS $$
       AND (EXISTS (SELECT 1 FROM work_deliveries d WHERE d.subscription_id = x.id AND d.state = 'pending'
                    AND d.visible_at <= clock_timestamp())
            OR EXISTS (SELECT 1 FROM work_deliveries d WHERE d.subscription_id = x.id AND d.state = 'claimed'
-                      AND d.visible_at <= clock_timestamp()))
+                      AND d.visible_at <= clock_timestamp())
+           OR work_competing_due(x))
     ORDER BY x.created_at LIMIT p_limit
 $$;
 
@@ -313,7 +323,8 @@ LANGUAGE sql STABLE AS $$
            OR (EXISTS (SELECT 1 FROM work_deliveries d
                        WHERE d.subscription_id = x.id AND d.state = 'pending' AND d.visible_at <= clock_timestamp())
                AND (SELECT count(*) FROM work_deliveries d
-                    WHERE d.subscription_id = x.id AND d.state = 'claimed') < x.max_in_flight))
+                    WHERE d.subscription_id = x.id AND d.state = 'claimed') < x.max_in_flight)
+           OR work_competing_due(x))
     ORDER BY x.id
     LIMIT p_limit
 $$;
