@@ -88,7 +88,7 @@ def test_publish_claim_complete_and_reads(api, scope, queue):
     assert [x["id"] for x in _ok(api.get(f"{q}/messages", params={"state": "completed"}))] == [m["id"]]
     chain = _ok(api.get(f"{W}/scopes/{scope['id']}/messages", params={"correlation_id": "c1"}))
     assert [x["type"] for x in chain] == ["order.created", "scaiqueue.message.completed"]
-    pending = _ok(api.get(f"{q}/messages"))
+    pending = _ok(api.get(f"{q}/messages", params={"state": "pending"}))
     other = f"{W}/scopes/{scope['id']}/messages/{pending[0]['id']}"
     assert _ok(api.post(f"{other}/cancel"))["state"] == "cancelled"
 

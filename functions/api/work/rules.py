@@ -5,17 +5,18 @@ and the dry run.
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body
-from pydantic import ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import AfterValidator, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from functions.api.work.envelope import caller, data
 from functions.api.work.fields import Priority, Text, Tier, _Strict
 from postbox.work import routing
-from postbox.work.expressions import FIELD, MAX_CONDITION_DEPTH, MAX_EXPRESSION_LENGTH
+from postbox.work.expressions import FIELD, FIELDS_READ, MAX_CONDITION_DEPTH, MAX_EXPRESSION_LENGTH
 
 router = Router()
 
@@ -26,13 +27,21 @@ _NEEDS_LIST = {"in", "not_in"}
 _NO_VALUE = {"exists", "not_exists"}
 
 
+def _known_field(path: str) -> str:
+    """A comparison's field must be one a condition reads; the refusal names it."""
+    if not re.match(FIELD, path):
+        raise ValueError(f"{path!r} is not a field a condition reads ({FIELDS_READ})")
+    return path
+
+
 class Condition(_Strict):
     """One of: {"all": [...]}, {"any": [...]}, {"not": {...}}, or {"field", "op", "value"?}."""
 
     all: Annotated[list[Condition], Field(min_length=1, max_length=50)] | None = None
     any: Annotated[list[Condition], Field(min_length=1, max_length=50)] | None = None
     not_: Condition | None = Field(default=None, alias="not")
-    field: Annotated[str, Field(max_length=256, pattern=FIELD)] | None = None
+    field: Annotated[str, Field(max_length=256, json_schema_extra={"pattern": FIELD}),
+                     AfterValidator(_known_field)] | None = None
     op: Op | None = None
     value: Any = None
 
