@@ -77,6 +77,9 @@ ROUTES: tuple[Route, ...] = tuple(
         ("POST", QUEUES + "/{name}/set_vt"),
         ("POST", QUEUES + "/{name}/purge"),
         ("GET", QUEUES + "/{name}/messages"),
+        ("POST", "/api/v1/sqs/credentials"),  # SQS credentials (the SQS endpoint is the sqs function's)
+        ("GET", "/api/v1/sqs/credentials"),
+        ("DELETE", "/api/v1/sqs/credentials/{access_key_id}"),
     )
     + _rows(
         "keyed-streams",
@@ -221,6 +224,8 @@ ROUTES: tuple[Route, ...] = tuple(
         ("GET", WORK + "/scopes/{scope_id}/audit/trace/{correlation_id}"),
         ("GET", WORK + "/scopes/{scope_id}/audit/stats"),
     )
+    # SQS's endpoint and its queue URLs as request targets (SigV4 is verified by the function)
+    + _rows("sqs", ("POST", "/sqs"), ("POST", "/sqs/{account}/{queue}"))
     # (each surface adds its own `+ _rows("<function>", ...)` block above this line)
 )
 
@@ -233,6 +238,7 @@ FUNCTIONS: dict[str, str] = {
     "partitioned": "functions.api.partitioned.app.handler",
     "flows": "functions.api.flows.app.handler",
     "work": "functions.api.work.app.handler",
+    "sqs": "functions.api.sqs.app.handler",
     # (each surface adds its function above this line)
 }
 

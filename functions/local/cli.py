@@ -17,7 +17,7 @@ from pathlib import Path
 
 def _dev(args: argparse.Namespace) -> int:
     from functions.local.gateway import serving_gateway
-    from functions.local.runtime import database, dev_key, use_database
+    from functions.local.runtime import database, dev_key, dev_sqs_credential, use_database
     from functions.local.scheduler import Scheduler
     from functions.local.server import Server, serve_workers
     from postbox import db
@@ -56,6 +56,9 @@ def _dev(args: argparse.Namespace) -> int:
         print(f"  database:  {'embedded, data in ' + str(state / 'pgdata') if server else 'DATABASE_URL'}")
         print(f"  migrations applied now: {', '.join(applied) or 'none (up to date)'}")
         print(f"  development key: {key}   (also in {state / 'dev-key'})")
+        sqs = dev_sqs_credential(state)
+        print(f"  SQS:       {base}/sqs  access key id {sqs['access_key_id']}  secret {sqs['secret_access_key']}"
+              f"   (also in {state / 'dev-sqs-credential.json'})")
         print(f"  serving:   {workers} worker process{'es' if workers > 1 else ''} (--workers)")
         print(f"  requests:  one line each on stderr{' (off: --quiet)' if args.quiet else ' (--quiet silences)'}")
         print(f"  try: curl -s -H 'apikey: {key}' {base}/api/v1/queues", flush=True)
@@ -128,6 +131,13 @@ def _admin(args: argparse.Namespace) -> int:
             issued = tenancy.create_key(tenant, args.role, project=args.project, name=args.name,
                                         scopes=tuple(args.scope or ()), expires_at=expires)
             out = {"key": issued.key, "key_id": issued.key_id, "role": issued.role}
+        elif args.what == "sqs-credentials":
+            from postbox.sqs import credentials
+
+            tenant = tenancy.tenant_id_by_name(args.tenant)
+            if tenant is None:
+                raise errors.NotFound(f"no tenant {args.tenant!r}")
+            out = credentials.mint(tenant, args.role, project=args.project, name=args.name)
         elif args.what == "project-create":
             tenant = tenancy.tenant_id_by_name(args.tenant)
             if tenant is None:
@@ -260,6 +270,14 @@ def parser() -> argparse.ArgumentParser:
     kl.add_argument("tenant", help="tenant name")
     kr = what.add_parser("key-revoke", help="revoke a key (refused everywhere within POSTBOX_KEY_CACHE_SECONDS)")
     kr.add_argument("key_id", help="the key_id that key-create or key-list printed")
+    sq = what.add_parser("sqs-credentials", help="mint an SQS credential (access key id and secret, printed once)",
+                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    sq.add_argument("tenant", help="tenant name")
+    sq.add_argument("--role", default="write", choices=["read", "write", "manage"],
+                    help="read: receive-side reads; write: send, receive, delete, visibility; manage: also queues, "
+                         "attributes, tags, purge")
+    sq.add_argument("--project", default=None, help="bind the credential to this project (created if missing)")
+    sq.add_argument("--name", default="", help="a label to recognise the credential by")
     for new, old in [(v, k) for k, v in RENAMED.items()]:
         for verb in (new, old):
             _flows_verb(what, verb, new, hidden=verb == old)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from pathlib import Path
@@ -43,6 +44,27 @@ def dev_key(state_dir: Path) -> str:
     path.write_text(issued.key + "\n")
     path.chmod(0o600)
     return issued.key
+
+
+def dev_sqs_credential(state_dir: Path) -> dict:
+    """The development tenant's SQS credential (manage) in `state_dir/dev-sqs-credential.json`, reused
+    while it resolves, else freshly minted."""
+    from postbox.sqs import credentials
+
+    path = state_dir / "dev-sqs-credential.json"
+    if path.exists():
+        try:
+            found = json.loads(path.read_text())
+            if credentials.resolve(found["access_key_id"]) is not None:
+                return found
+        except (ValueError, KeyError, TypeError):
+            pass
+    tenant = tenancy.tenant_id_by_name(DEV_TENANT) or tenancy.create_tenant(DEV_TENANT, plan="pro")
+    minted = credentials.mint(tenant, "manage", name="development SQS credential")
+    state_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(minted) + "\n")
+    path.chmod(0o600)
+    return minted
 
 
 def start_dispatches_in_process(handler: str = "functions.agents.consumer_dispatch.handler") -> None:

@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
 from functions.api.common import SurfaceResolver, json_response
+from functions.api.queues import sqs_credentials
 from functions.api.queues.schema import (
     CreateQueue,
     MessageIds,
@@ -139,6 +140,7 @@ def browse(
 
 app.include_router(queues, prefix="/api/v1/queues")
 app.include_router(messages, prefix="/api/v1/queues")
+app.include_router(sqs_credentials.router(app), prefix=sqs_credentials.MOUNT)
 
 
 @lambda_handler

@@ -68,80 +68,93 @@ def create_queue(principal: Principal, name: str, settings: dict[str, Any]) -> d
     require(principal, "manage")
     names.QUEUE.check(name, code="name")
     with db.transaction() as conn:
-        plans.check_new_queue(conn, principal.tenant_id)
-        limits, _ = plans.limits_and_usage(conn, principal.tenant_id)
-        _check_retention(limits, settings.get("retention_days"))
-        dlq = _dead_letter_target(conn, principal, settings.get("dead_letter_queue"), name)
-        vt = settings.get("visibility_timeout_sec")
-        consumer = _consumer(None, settings.get("consumer"))
-        row = conn.execute(
-            "INSERT INTO queues (tenant_id, project_id, name, description, visibility_timeout_sec, max_reads,"
-            " dead_letter_queue_id, retention_days, app_send, consumer, created_by)"
-            " SELECT %(t)s, %(p)s, %(n)s, %(description)s, %(vt)s, %(max_reads)s, %(dlq)s,"
-            " %(retention)s, %(app_send)s, %(consumer)s, %(by)s"
-            " ON CONFLICT (project_id, name) DO NOTHING RETURNING id",
-            scope(
-                principal,
-                n=name,
-                description=settings.get("description"),
-                vt=DEFAULT_VT if vt is None else vt,
-                max_reads=settings.get("max_reads"),
-                dlq=dlq,
-                retention=settings.get("retention_days"),
-                app_send=bool(settings.get("app_send") or False),
-                consumer=psycopg.types.json.Jsonb(consumer) if consumer else None,
-                by=principal.key_id,
-            ),
-        ).fetchone()
-        if row is None:
-            raise Conflict(f"A queue named {name!r} exists.")
+        insert_queue(conn, principal, name, settings)
         return one(conn, principal, name, metrics=False)
+
+
+def insert_queue(conn: psycopg.Connection, principal: Principal, name: str, settings: dict[str, Any]) -> int:
+    """Create a queue in the caller's transaction (its name already held to the caller's rule: the
+    SQS face also names FIFO queues `<name>.fifo`); its id."""
+    plans.check_new_queue(conn, principal.tenant_id)
+    limits, _ = plans.limits_and_usage(conn, principal.tenant_id)
+    _check_retention(limits, settings.get("retention_days"))
+    dlq = _dead_letter_target(conn, principal, settings.get("dead_letter_queue"), name)
+    vt = settings.get("visibility_timeout_sec")
+    consumer = _consumer(None, settings.get("consumer"))
+    row = conn.execute(
+        "INSERT INTO queues (tenant_id, project_id, name, description, visibility_timeout_sec, max_reads,"
+        " dead_letter_queue_id, retention_days, app_send, consumer, created_by)"
+        " SELECT %(t)s, %(p)s, %(n)s, %(description)s, %(vt)s, %(max_reads)s, %(dlq)s,"
+        " %(retention)s, %(app_send)s, %(consumer)s, %(by)s"
+        " ON CONFLICT (project_id, name) DO NOTHING RETURNING id",
+        scope(
+            principal,
+            n=name,
+            description=settings.get("description"),
+            vt=DEFAULT_VT if vt is None else vt,
+            max_reads=settings.get("max_reads"),
+            dlq=dlq,
+            retention=settings.get("retention_days"),
+            app_send=bool(settings.get("app_send") or False),
+            consumer=psycopg.types.json.Jsonb(consumer) if consumer else None,
+            by=principal.key_id,
+        ),
+    ).fetchone()
+    if row is None:
+        raise Conflict(f"A queue named {name!r} exists.")
+    return row[0]
 
 
 def patch_queue(principal: Principal, name: str, changes: dict[str, Any]) -> dict[str, Any]:
     """Apply only the fields sent; a null clears a nullable setting (max_reads null = never)."""
     require(principal, "manage")
     with db.transaction() as conn:
-        row = conn.execute(
-            "SELECT id, consumer, EXISTS (SELECT 1 FROM queues o WHERE o.dead_letter_queue_id = q.id)"
-            " FROM queues q WHERE tenant_id = %(t)s AND project_id = %(p)s AND name = %(n)s FOR UPDATE",
-            scope(principal, n=name),
-        ).fetchone()
-        if row is None:
-            raise NotFound("No such queue in this environment.")
-        qid, consumer, is_dead_letter_queue = row
-        sets: dict[str, Any] = {}
-        if "description" in changes:
-            sets["description"] = changes["description"]
-        if "visibility_timeout_sec" in changes:
-            vt = changes["visibility_timeout_sec"]
-            sets["visibility_timeout_sec"] = DEFAULT_VT if vt is None else vt
-        if "max_reads" in changes:
-            sets["max_reads"] = changes["max_reads"]
-        if "retention_days" in changes:
-            limits, _ = plans.limits_and_usage(conn, principal.tenant_id)
-            _check_retention(limits, changes["retention_days"])
-            sets["retention_days"] = changes["retention_days"]
-        if "app_send" in changes:
-            sets["app_send"] = bool(changes["app_send"])
-        if "dead_letter_queue" in changes:
-            target = _dead_letter_target(conn, principal, changes["dead_letter_queue"], name)
-            if target is not None and is_dead_letter_queue:
-                raise Invalid("This queue is another queue's dead-letter queue; it cannot have its own.",
-                              code="dead_letter_queue")
-            sets["dead_letter_queue_id"] = target
-        if "consumer" in changes:
-            merged = _consumer(consumer, changes["consumer"])
-            sets["consumer"] = psycopg.types.json.Jsonb(merged) if merged else None
-            if merged is None or merged.get("function_name") != (consumer or {}).get("function_name"):
-                sets["consumer_last_error"] = ""
-        if sets:
-            assignments = ", ".join(f"{column} = %({column})s" for column in sets)
-            conn.execute(
-                f"UPDATE queues SET {assignments}, updated_at = clock_timestamp() WHERE id = %(qid)s",
-                {**sets, "qid": qid},
-            )
+        change_queue(conn, principal, name, changes)
         return one(conn, principal, name, metrics=True)
+
+
+def change_queue(conn: psycopg.Connection, principal: Principal, name: str, changes: dict[str, Any]) -> int:
+    """patch_queue's changes in the caller's transaction; the queue's id."""
+    row = conn.execute(
+        "SELECT id, consumer, EXISTS (SELECT 1 FROM queues o WHERE o.dead_letter_queue_id = q.id)"
+        " FROM queues q WHERE tenant_id = %(t)s AND project_id = %(p)s AND name = %(n)s FOR UPDATE",
+        scope(principal, n=name),
+    ).fetchone()
+    if row is None:
+        raise NotFound("No such queue in this environment.")
+    qid, consumer, is_dead_letter_queue = row
+    sets: dict[str, Any] = {}
+    if "description" in changes:
+        sets["description"] = changes["description"]
+    if "visibility_timeout_sec" in changes:
+        vt = changes["visibility_timeout_sec"]
+        sets["visibility_timeout_sec"] = DEFAULT_VT if vt is None else vt
+    if "max_reads" in changes:
+        sets["max_reads"] = changes["max_reads"]
+    if "retention_days" in changes:
+        limits, _ = plans.limits_and_usage(conn, principal.tenant_id)
+        _check_retention(limits, changes["retention_days"])
+        sets["retention_days"] = changes["retention_days"]
+    if "app_send" in changes:
+        sets["app_send"] = bool(changes["app_send"])
+    if "dead_letter_queue" in changes:
+        target = _dead_letter_target(conn, principal, changes["dead_letter_queue"], name)
+        if target is not None and is_dead_letter_queue:
+            raise Invalid("This queue is another queue's dead-letter queue; it cannot have its own.",
+                          code="dead_letter_queue")
+        sets["dead_letter_queue_id"] = target
+    if "consumer" in changes:
+        merged = _consumer(consumer, changes["consumer"])
+        sets["consumer"] = psycopg.types.json.Jsonb(merged) if merged else None
+        if merged is None or merged.get("function_name") != (consumer or {}).get("function_name"):
+            sets["consumer_last_error"] = ""
+    if sets:
+        assignments = ", ".join(f"{column} = %({column})s" for column in sets)
+        conn.execute(
+            f"UPDATE queues SET {assignments}, updated_at = clock_timestamp() WHERE id = %(qid)s",
+            {**sets, "qid": qid},
+        )
+    return qid
 
 
 def delete_queue(principal: Principal, name: str) -> dict[str, Any]:

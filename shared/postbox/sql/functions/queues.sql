@@ -143,22 +143,20 @@ LANGUAGE sql AS $$
     RETURNING true
 $$;
 
--- queue_send answers, beside each new id, the queue's id when this send took the kick: a queue
--- with an enabled consumer and no dispatch on its way. A queue without a consumer pays nothing
--- (the queue row is already in hand); a busy consumer costs one primary-key read.
-CREATE OR REPLACE FUNCTION queue_send(
-    p_tenant uuid, p_project uuid, p_name text, p_anonymous boolean,
-    p_messages text[], p_sizes int[], p_largest int, p_delay float8, p_headers jsonb
+-- queue_insert appends messages to queue `q` (already found) within the plan's limits, counts them
+-- in the tenant's month, wakes long polls and answers, beside each new id, the queue's id when this
+-- send took the kick: a queue with an enabled consumer and no dispatch on its way. A queue without a
+-- consumer pays nothing (the queue row is already in hand); a busy consumer costs one primary-key
+-- read. Each message has its own delay and headers; `p_ids`, when given, are ids already drawn
+-- from queue_msg_id_seq (in order), else each row draws its own.
+CREATE OR REPLACE FUNCTION queue_insert(
+    q queues, p_tenant uuid, p_messages text[], p_sizes int[], p_largest int,
+    p_delays float8[], p_headers jsonb[], p_ids bigint[]
 ) RETURNS TABLE (sent_id bigint, dispatch_queue bigint) LANGUAGE plpgsql AS $$
 DECLARE
-    q queues;
     v_n int := cardinality(p_messages);
     v_kick boolean := false;
 BEGIN
-    q := queue_find(p_tenant, p_project, p_name);
-    IF p_anonymous AND NOT q.app_send THEN
-        RAISE EXCEPTION USING ERRCODE = 'PB404', MESSAGE = 'No such queue in this environment.';
-    END IF;
     PERFORM plan_check(p_tenant, p_largest, v_n, 0);
     INSERT INTO tenant_monthly_messages AS u (tenant_id, month, slot, messages)
     VALUES (p_tenant, date_trunc('month', clock_timestamp())::date,
@@ -167,17 +165,62 @@ BEGIN
     IF EXISTS (SELECT 1 FROM waiters WHERE channel = 'queue_' || q.id AND until > clock_timestamp()) THEN
         PERFORM pg_notify('queue_' || q.id, '');
     END IF;
-    IF q.consumer IS NOT NULL AND p_delay <= 0 AND v_n > 0
+    IF q.consumer IS NOT NULL AND v_n > 0 AND (SELECT min(d) FROM unnest(p_delays) d) <= 0
        AND (q.consumer->>'enabled')::boolean IS NOT FALSE AND coalesce(q.consumer->>'function_name', '') <> ''
        AND NOT EXISTS (SELECT 1 FROM consumer_kicks WHERE queue_id = q.id AND until > clock_timestamp()) THEN
         v_kick := coalesce(consumer_kick_take(q.id, 90), false);
     END IF;
-    RETURN QUERY
-    INSERT INTO queue_messages (queue_id, vt, message, headers, size)
-    SELECT q.id, clock_timestamp() + p_delay * interval '1 second', u.m::jsonb, p_headers, u.s
-    FROM unnest(p_messages, p_sizes) WITH ORDINALITY AS u(m, s, n)
-    ORDER BY u.n
-    RETURNING queue_messages.msg_id, CASE WHEN v_kick THEN q.id END;
+    IF p_ids IS NULL THEN
+        RETURN QUERY
+        INSERT INTO queue_messages (queue_id, vt, message, headers, size)
+        SELECT q.id, clock_timestamp() + u.d * interval '1 second', u.m::jsonb, u.h, u.s
+        FROM unnest(p_messages, p_sizes, p_delays, p_headers) WITH ORDINALITY AS u(m, s, d, h, n)
+        ORDER BY u.n
+        RETURNING queue_messages.msg_id, CASE WHEN v_kick THEN q.id END;
+    ELSE
+        RETURN QUERY
+        INSERT INTO queue_messages (queue_id, msg_id, vt, message, headers, size)
+        SELECT q.id, u.i, clock_timestamp() + u.d * interval '1 second', u.m::jsonb, u.h, u.s
+        FROM unnest(p_messages, p_sizes, p_delays, p_headers, p_ids) AS u(m, s, d, h, i)
+        RETURNING queue_messages.msg_id, CASE WHEN v_kick THEN q.id END;
+    END IF;
+END $$;
+
+-- The queues API's send: one delay and one headers value for every message of the batch.
+CREATE OR REPLACE FUNCTION queue_send(
+    p_tenant uuid, p_project uuid, p_name text, p_anonymous boolean,
+    p_messages text[], p_sizes int[], p_largest int, p_delay float8, p_headers jsonb
+) RETURNS TABLE (sent_id bigint, dispatch_queue bigint) LANGUAGE plpgsql AS $$
+DECLARE
+    q queues;
+    v_n int := cardinality(p_messages);
+BEGIN
+    q := queue_find(p_tenant, p_project, p_name);
+    IF p_anonymous AND NOT q.app_send THEN
+        RAISE EXCEPTION USING ERRCODE = 'PB404', MESSAGE = 'No such queue in this environment.';
+    END IF;
+    RETURN QUERY SELECT * FROM queue_insert(q, p_tenant, p_messages, p_sizes, p_largest,
+                                            array_fill(p_delay, ARRAY[v_n]), array_fill(p_headers, ARRAY[v_n]), NULL);
+END $$;
+
+-- Messages read max_reads times leave queue p_queue: to the dead-letter queue p_dlq (keeping their
+-- ids, so its head comes back to them) or, without one, to the archive as dead.
+CREATE OR REPLACE FUNCTION queue_dead_letter(p_queue bigint, p_dead bigint[], p_dlq bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    WITH expired AS (
+        DELETE FROM queue_messages m WHERE m.queue_id = p_queue AND m.msg_id = ANY (p_dead) RETURNING m.*
+    ), to_dead_letter_queue AS (
+        INSERT INTO queue_messages (queue_id, msg_id, vt, read_ct, enqueued_at, message, headers, size, dead_from)
+        SELECT p_dlq, e.msg_id, clock_timestamp(), 0, e.enqueued_at, e.message, e.headers, e.size, p_queue
+        FROM expired e WHERE p_dlq IS NOT NULL
+    )
+    INSERT INTO queue_archive (queue_id, msg_id, read_ct, enqueued_at, vt, message, headers, size, dead)
+    SELECT p_queue, e.msg_id, e.read_ct, e.enqueued_at, e.vt, e.message, e.headers, e.size, true
+    FROM expired e WHERE p_dlq IS NULL;
+    IF p_dlq IS NOT NULL THEN
+        PERFORM queue_head_back(p_dlq, (SELECT min(d) FROM unnest(p_dead) d), false);
+    END IF;
 END $$;
 
 -- Claim up to p_qty visible messages of queue p_queue for p_vt seconds. A claimed message already
@@ -216,28 +259,16 @@ BEGIN
         ORDER BY q.msg_id LIMIT (SELECT p_qty) FOR UPDATE SKIP LOCKED
     ) c;
 
-    -- Dead-letter in the same statement that would have handed them out: to the dead-letter queue
-    -- (keeping their ids, so its head comes back to them) or to the archive as dead.
+    -- Dead-letter in the same call that would have handed them out (queue_dead_letter).
     IF cardinality(v_dead) > 0 THEN
-        WITH expired AS (
-            DELETE FROM queue_messages m WHERE m.queue_id = p_queue AND m.msg_id = ANY (v_dead) RETURNING m.*
-        ), to_dead_letter_queue AS (
-            INSERT INTO queue_messages (queue_id, msg_id, vt, read_ct, enqueued_at, message, headers, size, dead_from)
-            SELECT p_dlq, e.msg_id, clock_timestamp(), 0, e.enqueued_at, e.message, e.headers, e.size, p_queue
-            FROM expired e WHERE p_dlq IS NOT NULL
-        )
-        INSERT INTO queue_archive (queue_id, msg_id, read_ct, enqueued_at, vt, message, headers, size, dead)
-        SELECT p_queue, e.msg_id, e.read_ct, e.enqueued_at, e.vt, e.message, e.headers, e.size, true
-        FROM expired e WHERE p_dlq IS NULL;
-        IF p_dlq IS NOT NULL THEN
-            PERFORM queue_head_back(p_dlq, (SELECT min(d) FROM unnest(v_dead) d), false);
-        END IF;
+        PERFORM queue_dead_letter(p_queue, v_dead, p_dlq);
     END IF;
 
     IF cardinality(v_live) > 0 THEN
         RETURN QUERY
         UPDATE queue_messages m
-        SET vt = clock_timestamp() + p_vt * interval '1 second', read_ct = m.read_ct + 1
+        SET vt = clock_timestamp() + p_vt * interval '1 second', read_ct = m.read_ct + 1,
+            first_read_at = coalesce(m.first_read_at, clock_timestamp())
         WHERE m.ctid = ANY (v_live) AND m.queue_id = p_queue
         RETURNING m.msg_id, m.read_ct, date_part('epoch', m.enqueued_at), date_part('epoch', m.vt),
                   m.message, m.headers;

@@ -1,0 +1,122 @@
+"""The SQS endpoint (`/sqs`, and queue URLs `/sqs/<account>/<queue>` as request targets): the AWS
+JSON 1.0 protocol (`X-Amz-Target: AmazonSQS.<Action>`) that SDKs and the AWS CLI speak, with
+SigV4 verified here (its routes have no authorizer). Parses, authenticates, calls the domain's
+action, answers in SQS's shapes: `{"__type", "message"}` and `x-amzn-query-error` on errors."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response
+
+from functions.api.common import RequestLocalResolver
+from functions.observability import instrument, request_logger
+from postbox import inputs
+from postbox.db import RETRY_AFTER_S
+from postbox.errors import Forbidden, Invalid, LimitExceeded, NotFound, PostboxError, Unauthorized, Unavailable
+from postbox.sqs import actions, errors, identity, sigv4
+
+logger, metrics, lambda_handler = instrument("sqs")
+
+CONTENT_TYPE = "application/x-amz-json-1.0"
+TARGET_PREFIX = "AmazonSQS."
+MOUNT = "/sqs"
+
+app = RequestLocalResolver()  # the local gateway serves it from several threads at once
+
+
+def _answer(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
+    return Response(status_code=status, content_type=CONTENT_TYPE,
+                    body=json.dumps(body, separators=(",", ":"), ensure_ascii=False),
+                    headers={"x-amzn-RequestId": str(uuid.uuid4()), **(headers or {})})
+
+
+def _error(error: errors.SqsError, headers: dict[str, str] | None = None) -> Response:
+    return _answer(error.status, {"__type": f"{error.namespace}#{error.kind}", "message": error.message},
+                   {"x-amzn-query-error": f"{error.query_code};{error.fault}", **(headers or {})})
+
+
+def as_sqs(error: PostboxError) -> tuple[errors.SqsError, dict[str, str] | None]:
+    """A domain error in SQS's terms (an SqsError is already)."""
+    if isinstance(error, errors.SqsError):
+        return error, None
+    if isinstance(error, Unavailable):
+        return errors.SqsError("ServiceUnavailable", error.message, status=503, query_code="ServiceUnavailable",
+                               namespace=errors.CORAL, fault="Receiver"), {"Retry-After": str(RETRY_AFTER_S)}
+    if isinstance(error, Forbidden | Unauthorized):
+        return errors.access_denied(error.message), None
+    if isinstance(error, NotFound):
+        return errors.no_queue(), None
+    if isinstance(error, LimitExceeded):
+        return errors.over_limit(error.message), None
+    if isinstance(error, Invalid) or error.status < 500:
+        return errors.invalid_parameter(error.message), None
+    return errors.SqsError("InternalFailure", "internal error", status=500, query_code="InternalFailure",
+                           namespace=errors.CORAL, fault="Receiver"), None
+
+
+@app.exception_handler(PostboxError)
+def _domain_error(error: PostboxError) -> Response:
+    return _error(*as_sqs(error))
+
+
+@app.exception_handler(Exception)
+def _unexpected(error: Exception) -> Response:
+    request_logger().exception("request failed: %s", type(error).__name__)
+    return _error(*as_sqs(PostboxError("internal error")))
+
+
+def _body(event: Any) -> bytes:
+    raw = event.body or ""
+    try:
+        return base64.b64decode(raw) if event.is_base64_encoded else raw.encode("utf-8", "surrogatepass")
+    except ValueError:
+        raise errors.malformed("The request body could not be read.") from None
+
+
+def _serve(target: tuple[str, str] | None) -> Response:
+    event = app.current_event
+    headers = {k.lower(): v for k, v in (event.headers or {}).items()}
+    body = _body(event)
+    amz_target = headers.get("x-amz-target", "")
+    if not amz_target.startswith(TARGET_PREFIX):
+        if "x-www-form-urlencoded" in headers.get("content-type", "") or event.query_string_parameters:
+            raise errors.SqsError("UnknownOperationException", "Postbox's SQS endpoint speaks the AWS JSON 1.0 "
+                                  "protocol only (X-Amz-Target: AmazonSQS.<Action>); the Query protocol is not "
+                                  "served.", query_code="InvalidAction", namespace=errors.CORAL)
+        raise errors.missing_parameter("X-Amz-Target")
+    action = amz_target[len(TARGET_PREFIX):]
+    request = sigv4.Request(event.request_context.http.method, event.raw_event.get("rawPath") or event.path,
+                            event.raw_event.get("rawQueryString") or "", headers, body)
+    principal = actions.authenticate(request)
+    target_queue = None
+    if target is not None:  # another account's queue URL names no queue of the caller's
+        if target[0] != identity.account_id(principal.tenant_id):
+            raise errors.no_queue()
+        target_queue = target[1]
+    try:
+        params = inputs.parse_json(body) if body else {}
+    except inputs.BadInput as bad:
+        raise errors.malformed(f"The request body is not valid JSON: {bad.reason}") from None
+    scheme = headers.get("x-forwarded-proto", "http").split(",")[0].strip()
+    base = f"{scheme}://{headers.get('host', 'localhost')}{MOUNT}"
+    return _answer(200, actions.run(action, principal, base, params, target_queue))
+
+
+@app.post(MOUNT)
+def endpoint() -> Response:
+    return _serve(None)
+
+
+@app.post(MOUNT + "/<account>/<queue>")
+def queue_url(account: str, queue: str) -> Response:
+    """A queue URL as the request's target: its queue, when the body names none."""
+    return _serve((account, queue))
+
+
+@lambda_handler
+def handler(event: dict, context: Any) -> dict:
+    return app.resolve(event, context)

@@ -1,0 +1,179 @@
+-- The SQS face's hot paths, one round trip each, on the message engine (queues.sql): a send,
+-- a receive (standard queues through queue_claim; FIFO queues through sqs_fifo_claim), a delete
+-- and a change of visibility by receipt. Errors a caller may hit are PB-class SQLSTATEs.
+
+-- Send: entries with a deduplication id (FIFO) that was seen in the last five minutes are not sent
+-- again; each answers the id of the message its first sending made (`duplicate` true).
+CREATE OR REPLACE FUNCTION sqs_send(
+    p_tenant uuid, p_project uuid, p_name text,
+    p_messages text[], p_sizes int[], p_delays float8[], p_headers jsonb[], p_dedup text[]
+) RETURNS TABLE (sent_id bigint, dispatch_queue bigint, duplicate boolean) LANGUAGE plpgsql AS $$
+DECLARE
+    q queues;
+    v_n int := cardinality(p_messages);
+    v_keep int[] := '{}';
+    v_ids bigint[] := '{}';
+    v_found bigint;
+    v_all bigint[] := array_fill(NULL::bigint, ARRAY[v_n]);
+    v_dup boolean[] := array_fill(false, ARRAY[v_n]);
+    v_kick bigint;
+    v_new boolean;
+BEGIN
+    q := queue_find(p_tenant, p_project, p_name);
+    IF p_dedup IS NULL THEN
+        RETURN QUERY SELECT i.sent_id, i.dispatch_queue, false FROM queue_insert(
+            q, p_tenant, p_messages, p_sizes, (SELECT max(s) FROM unnest(p_sizes) s), p_delays, p_headers, NULL) i;
+        RETURN;
+    END IF;
+    -- Forget some ids past their five minutes (never waiting on a row a concurrent send holds).
+    DELETE FROM sqs_dedup WHERE ctid = ANY (ARRAY(
+        SELECT ctid FROM sqs_dedup WHERE queue_id = q.id AND expires_at <= clock_timestamp()
+        LIMIT 100 FOR UPDATE SKIP LOCKED));
+    FOR i IN 1 .. v_n LOOP
+        v_found := nextval('queue_msg_id_seq');
+        v_new := true;
+        IF p_dedup[i] IS NOT NULL THEN  -- a concurrent send of the same id waits here for the first
+            v_new := NULL;
+            INSERT INTO sqs_dedup AS d (queue_id, dedup_id, msg_id, expires_at)
+            VALUES (q.id, p_dedup[i], v_found, clock_timestamp() + interval '5 minutes')
+            ON CONFLICT (queue_id, dedup_id) DO UPDATE SET msg_id = excluded.msg_id, expires_at = excluded.expires_at
+            WHERE d.expires_at <= clock_timestamp()
+            RETURNING true INTO v_new;
+        END IF;
+        IF v_new THEN
+            v_keep := v_keep || i;
+            v_ids := v_ids || v_found;
+        ELSE
+            SELECT d.msg_id INTO v_found FROM sqs_dedup d WHERE d.queue_id = q.id AND d.dedup_id = p_dedup[i];
+            v_dup[i] := true;
+        END IF;
+        v_all[i] := v_found;
+    END LOOP;
+    IF cardinality(v_keep) > 0 THEN
+        SELECT max(i.dispatch_queue) INTO v_kick FROM queue_insert(
+            q, p_tenant,
+            ARRAY(SELECT p_messages[k] FROM unnest(v_keep) k), ARRAY(SELECT p_sizes[k] FROM unnest(v_keep) k),
+            (SELECT max(p_sizes[k]) FROM unnest(v_keep) k),
+            ARRAY(SELECT p_delays[k] FROM unnest(v_keep) k), ARRAY(SELECT p_headers[k] FROM unnest(v_keep) k),
+            v_ids) i;
+    END IF;
+    FOR i IN 1 .. v_n LOOP
+        sent_id := v_all[i];
+        dispatch_queue := v_kick;
+        duplicate := v_dup[i];
+        RETURN NEXT;
+    END LOOP;
+END $$;
+
+-- A FIFO queue's claim: messages in id order, none of whose group has an earlier message in flight
+-- or delayed, so a group's messages go out in order and one receive at a time holds a group.
+-- Claims of one queue take turns (a transaction-level advisory lock): each sees what the last
+-- committed. Messages read max_reads times are dead-lettered instead (queue_dead_letter).
+CREATE OR REPLACE FUNCTION sqs_fifo_claim(p_queue bigint, p_qty int, p_vt float8, p_max_reads int, p_dlq bigint)
+RETURNS TABLE (r_msg_id bigint, r_read_ct int, r_enqueued_at float8, r_vt float8, r_message jsonb, r_headers jsonb)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_live bigint[];
+    v_dead bigint[];
+BEGIN
+    PERFORM pg_advisory_xact_lock(x'5346'::int, (p_queue % 2147483647)::int);  -- "SF"
+    SELECT coalesce(array_agg(c.msg_id) FILTER (WHERE p_max_reads IS NULL OR c.read_ct < p_max_reads), '{}'),
+           coalesce(array_agg(c.msg_id) FILTER (WHERE c.read_ct >= p_max_reads), '{}')
+    INTO v_live, v_dead
+    FROM (
+        SELECT m.msg_id, m.read_ct FROM queue_messages m
+        WHERE m.queue_id = p_queue AND m.vt <= clock_timestamp()
+          AND NOT EXISTS (
+              SELECT 1 FROM queue_messages b
+              WHERE b.queue_id = p_queue AND (b.headers->'sqs'->>'g') = (m.headers->'sqs'->>'g')
+                AND b.msg_id < m.msg_id AND b.vt > clock_timestamp())
+        ORDER BY m.msg_id LIMIT (SELECT p_qty)
+    ) c;
+    IF cardinality(v_dead) > 0 THEN
+        PERFORM queue_dead_letter(p_queue, v_dead, p_dlq);
+    END IF;
+    IF cardinality(v_live) > 0 THEN
+        RETURN QUERY
+        UPDATE queue_messages m
+        SET vt = clock_timestamp() + p_vt * interval '1 second', read_ct = m.read_ct + 1,
+            first_read_at = coalesce(m.first_read_at, clock_timestamp())
+        WHERE m.queue_id = p_queue AND m.msg_id = ANY (v_live)
+        RETURNING m.msg_id, m.read_ct, date_part('epoch', m.enqueued_at), date_part('epoch', m.vt),
+                  m.message, m.headers;
+    END IF;
+END $$;
+
+-- Receive: one JSON array of the messages claimed, in id order, each with when it was first handed
+-- out (read from the row as it was before this claim: null on a first receive, which is now).
+CREATE OR REPLACE FUNCTION sqs_receive(p_tenant uuid, p_project uuid, p_name text, p_qty int, p_vt float8)
+RETURNS json LANGUAGE plpgsql AS $$
+DECLARE
+    q queues;
+    v_vt float8;
+BEGIN
+    q := queue_find(p_tenant, p_project, p_name);
+    v_vt := coalesce(p_vt, q.visibility_timeout_sec);
+    IF coalesce((SELECT s.fifo FROM sqs_queues s WHERE s.queue_id = q.id), false) THEN
+        RETURN (
+            SELECT coalesce(json_agg(json_build_object(
+                'id', c.r_msg_id, 'n', c.r_read_ct, 'sent', c.r_enqueued_at, 'body', c.r_message,
+                'h', c.r_headers, 'first', coalesce(date_part('epoch', m.first_read_at), date_part('epoch', clock_timestamp())))
+                ORDER BY c.r_msg_id), '[]')
+            FROM sqs_fifo_claim(q.id, p_qty, v_vt, q.max_reads, q.dead_letter_queue_id) c
+            LEFT JOIN queue_messages m ON m.queue_id = q.id AND m.msg_id = c.r_msg_id);
+    END IF;
+    RETURN (
+        SELECT coalesce(json_agg(json_build_object(
+            'id', c.r_msg_id, 'n', c.r_read_ct, 'sent', c.r_enqueued_at, 'body', c.r_message,
+            'h', c.r_headers, 'first', coalesce(date_part('epoch', m.first_read_at), date_part('epoch', clock_timestamp())))
+            ORDER BY c.r_msg_id), '[]')
+        FROM queue_claim(q.id, p_qty, v_vt, q.max_reads, q.dead_letter_queue_id) c
+        LEFT JOIN queue_messages m ON m.queue_id = q.id AND m.msg_id = c.r_msg_id);
+END $$;
+
+-- Delete by receipt: the ids that were waiting (a message already gone is no error, as in SQS).
+CREATE OR REPLACE FUNCTION sqs_delete(p_tenant uuid, p_project uuid, p_name text, p_ids bigint[])
+RETURNS bigint[] LANGUAGE plpgsql AS $$
+DECLARE v_ids bigint[];
+BEGIN
+    WITH gone AS (
+        DELETE FROM queue_messages
+        WHERE queue_id = (queue_find(p_tenant, p_project, p_name)).id AND msg_id = ANY (p_ids)
+        RETURNING msg_id
+    )
+    SELECT coalesce(array_agg(msg_id), '{}') INTO v_ids FROM gone;
+    RETURN v_ids;
+END $$;
+
+-- Change visibility by receipt: for each (id, read count) the outcome: 'ok', 'gone' (no such
+-- message waiting), 'stale' (received again since that receipt) or 'not_in_flight' (visible now).
+-- Made visible at once (under a second), a message pulls the claim head back to itself.
+CREATE OR REPLACE FUNCTION sqs_change_visibility(
+    p_tenant uuid, p_project uuid, p_name text, p_ids bigint[], p_read_cts int[], p_vts float8[]
+) RETURNS text[] LANGUAGE plpgsql AS $$
+DECLARE
+    q queues;
+    v_out text[] := '{}';
+    v_row record;
+BEGIN
+    q := queue_find(p_tenant, p_project, p_name);
+    FOR i IN 1 .. cardinality(p_ids) LOOP
+        SELECT m.read_ct, m.vt > clock_timestamp() AS hidden INTO v_row
+        FROM queue_messages m WHERE m.queue_id = q.id AND m.msg_id = p_ids[i] FOR UPDATE;
+        IF NOT FOUND THEN
+            v_out := v_out || 'gone'::text;
+        ELSIF v_row.read_ct <> p_read_cts[i] THEN
+            v_out := v_out || 'stale'::text;
+        ELSIF NOT v_row.hidden THEN
+            v_out := v_out || 'not_in_flight'::text;
+        ELSE
+            IF p_vts[i] < 1 THEN
+                PERFORM queue_head_back(q.id, p_ids[i], true);
+            END IF;
+            UPDATE queue_messages SET vt = clock_timestamp() + p_vts[i] * interval '1 second'
+            WHERE queue_id = q.id AND msg_id = p_ids[i];
+            v_out := v_out || 'ok'::text;
+        END IF;
+    END LOOP;
+    RETURN v_out;
+END $$;

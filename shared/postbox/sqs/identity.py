@@ -1,0 +1,50 @@
+"""How SQS names a tenant's queues: a twelve-digit account id per tenant, queue URLs
+(`<base>/sqs/<account>/<queue>`) and ARNs (`arn:aws:sqs:<region>:<account>:<queue>`).
+
+The account id is derived from the tenant id, so it needs no table and is the same in every function.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from .. import config
+from . import errors
+
+
+def account_id(tenant_id: str) -> str:
+    return f"{uuid.UUID(tenant_id).int % 10**12:012d}"
+
+
+def region() -> str:
+    return config.settings().region or "us-east-1"
+
+
+def queue_url(base: str, tenant_id: str, name: str) -> str:
+    return f"{base}/{account_id(tenant_id)}/{name}"
+
+
+def queue_arn(tenant_id: str, name: str) -> str:
+    return f"arn:aws:sqs:{region()}:{account_id(tenant_id)}:{name}"
+
+
+def name_from_url(tenant_id: str, url: object) -> str:
+    """The queue a QueueUrl names; another account's URL (another tenant's) names no queue of ours,
+    which is answered as a queue that does not exist."""
+    if not isinstance(url, str) or not url:
+        raise errors.missing_parameter("QueueUrl")
+    parts = url.rstrip("/").split("/")
+    if len(parts) < 2 or parts[-2] != account_id(tenant_id) or not parts[-1]:
+        raise errors.no_queue()
+    return parts[-1]
+
+
+def name_from_arn(tenant_id: str, arn: object, parameter: str) -> str:
+    """The queue an ARN of this tenant's account names (another account's: no such queue)."""
+    parts = arn.split(":") if isinstance(arn, str) else []
+    if len(parts) != 6 or parts[:3] != ["arn", "aws", "sqs"] or not parts[5]:
+        raise errors.invalid_parameter(f"Value {str(arn)[:200]} for parameter {parameter} is invalid. "
+                                       "Reason: Invalid ARN.")
+    if parts[4] != account_id(tenant_id):
+        raise errors.no_queue()
+    return parts[5]

@@ -1,0 +1,531 @@
+"""SQS's message actions on the message engine: send (one or a batch), receive (long polls on the
+shared wait), delete and change visibility by receipt handle, each one SQL call (sqs.sql).
+
+A body is kept as a JSON string, so the queues surface and the console read it as the text sent;
+SQS's message attributes, group, deduplication id, sender and trace header travel in the message's
+headers under `sqs`. A receipt handle names the queue, the message and the receive (its read
+count): a later receive of the same message makes an earlier handle stale for ChangeMessageVisibility
+(SQS's "receipt handle has expired"), while DeleteMessage takes any handle of the message, as SQS does.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from .. import db, tenancy, wakeup
+from ..errors import LimitExceeded, NotFound, TooLarge
+from ..queues import consumers
+from ..tenancy import Principal
+from . import attributes, digests, errors
+from .queues import SqsQueue, find
+
+MAX_BATCH = 10
+MAX_ATTRIBUTES = 10
+MAX_WAIT_SECONDS = 20
+MAX_VISIBILITY = 43_200
+MAX_RECEIVE = 10
+META_TTL_S = 5.0  # attribute changes reach sends within this (SQS: up to 60 s)
+SYSTEM_NAMES = ("ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp", "SentTimestamp", "SenderId",
+                "AWSTraceHeader", "MessageDeduplicationId", "MessageGroupId", "SequenceNumber",
+                "SqsManagedSseEnabled", "DeadLetterQueueSourceArn")
+_ENTRY_ID = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+_ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,256}$")
+_DATA_TYPE = re.compile(r"^(String|Number|Binary)(\.[A-Za-z0-9_.-]+)?$")
+_GROUP = re.compile(r"^[!-~]{1,128}$")  # SQS: 1-128 printable ASCII characters without spaces
+_BAD_TEXT = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_HANDLE = re.compile(r"^([0-9]+):([0-9]+):([0-9]+)$")
+
+
+# ---- the queue's settings a send or receive needs, remembered briefly -----------------------
+
+_meta: dict[tuple[str, str, str], tuple[float, SqsQueue]] = {}
+_meta_lock = threading.Lock()
+
+
+def meta(principal: Principal, name: str) -> SqsQueue:
+    key = (principal.tenant_id, tenancy.project_id(principal), name)
+    hit = _meta.get(key)
+    if hit and hit[0] > time.monotonic():
+        return hit[1]
+    with db.transaction() as conn:
+        found = find(conn, principal, name)
+    with _meta_lock:
+        if len(_meta) > 10_000:
+            _meta.clear()
+        _meta[key] = (time.monotonic() + META_TTL_S, found)
+    return found
+
+
+def forget(principal: Principal, name: str) -> None:
+    _meta.pop((principal.tenant_id, tenancy.project_id(principal), name), None)
+
+
+def _attribute(queue: SqsQueue, name: str) -> str:
+    return str(queue.attributes.get(name, attributes.default(name)))
+
+
+# ---- checking what a send names ----------------------------------------------------------------
+
+
+def _text(value: Any, parameter: str) -> str:
+    if not isinstance(value, str):
+        raise errors.invalid_parameter(f"Value for parameter {parameter} is invalid: a string is expected.")
+    return value
+
+
+def check_body(body: Any) -> str:
+    if body is None:
+        raise errors.missing_parameter("MessageBody")
+    body = _text(body, "MessageBody")
+    if not body:
+        raise errors.invalid_parameter("The request must contain the parameter MessageBody.")
+    bad = _BAD_TEXT.search(body)
+    if bad:
+        raise errors.invalid_contents(f"Invalid characters found. Deleted message body: the character "
+                                      f"#x{ord(bad.group()):X} is not allowed.")
+    return body
+
+
+def _attribute_name(name: Any, system: bool) -> str:
+    if not isinstance(name, str) or not _ATTRIBUTE_NAME.fullmatch(name) or name.startswith(".") or \
+            name.endswith(".") or ".." in name:
+        raise errors.invalid_parameter(f"Message (user) attribute name '{str(name)[:256]}' is invalid: names are "
+                                       "1-256 letters, digits, _ - or ., not starting or ending with . or holding ..")
+    if not system and name.lower().startswith(("aws.", "amazon.")):
+        raise errors.invalid_parameter(f"Message (user) attribute name '{name}' is reserved (AWS. and Amazon.).")
+    return name
+
+
+def check_attributes(given: Any, *, system: bool = False) -> tuple[dict[str, dict[str, str]], int]:
+    """Message attributes in SQS's form (DataType, StringValue or BinaryValue as base64) and the bytes
+    they count towards the message's size."""
+    if given is None:
+        return {}, 0
+    if not isinstance(given, dict):
+        raise errors.invalid_parameter("MessageAttributes must be a map of names to values.")
+    if len(given) > MAX_ATTRIBUTES:
+        raise errors.invalid_parameter(f"Number of message attributes [{len(given)}] exceeds the allowed maximum "
+                                       f"[{MAX_ATTRIBUTES}].")
+    out: dict[str, dict[str, str]] = {}
+    size = 0
+    for name, value in given.items():
+        _attribute_name(name, system)
+        if system and name != "AWSTraceHeader":
+            raise errors.invalid_parameter(f"Message system attribute name '{name}' is invalid.")
+        if not isinstance(value, dict) or set(value) - {"DataType", "StringValue", "BinaryValue",
+                                                         "StringListValues", "BinaryListValues"}:
+            raise errors.invalid_parameter(f"The message attribute '{name}' is not a map of DataType and a value.")
+        kind = value.get("DataType")
+        if not isinstance(kind, str) or not _DATA_TYPE.fullmatch(kind) or len(kind) > 256:
+            raise errors.invalid_parameter(f"The message attribute '{name}' has an invalid message attribute type, "
+                                           "the set of supported type prefixes is Binary, Number, and String.")
+        if value.get("StringListValues") or value.get("BinaryListValues"):
+            raise errors.invalid_parameter(f"Message attribute list values in SendMessage operation are not "
+                                           f"supported ('{name}').")
+        if system and kind != "String":
+            raise errors.invalid_parameter("AWSTraceHeader must be of type String.")
+        if kind.startswith("Binary"):
+            raw = value.get("BinaryValue")
+            try:
+                blob = base64.b64decode(raw, validate=True) if isinstance(raw, str) else None
+            except (binascii.Error, ValueError):
+                blob = None
+            if not blob:
+                raise errors.invalid_parameter(f"The message attribute '{name}' with type 'Binary' must use field "
+                                               "'Binary'.")
+            out[name] = {"DataType": kind, "BinaryValue": raw}
+            size += len(blob)
+        else:
+            text = value.get("StringValue")
+            if not isinstance(text, str) or text == "" or "BinaryValue" in value:
+                raise errors.invalid_parameter(f"The message attribute '{name}' with type '{kind.split('.')[0]}' "
+                                               "must use field 'String'.")
+            if _BAD_TEXT.search(text):
+                raise errors.invalid_contents(f"Invalid characters found in the message attribute '{name}'.")
+            if kind.startswith("Number"):
+                _check_number(name, text)
+            out[name] = {"DataType": kind, "StringValue": text}
+            size += len(text.encode("utf-8", "surrogatepass"))
+        size += len(name.encode()) + len(kind.encode())
+    return out, size
+
+
+def _check_number(name: str, text: str) -> None:
+    try:
+        number = Decimal(text)
+    except InvalidOperation:
+        number = None
+    if number is None or not number.is_finite() or len(number.as_tuple().digits) > 38 or \
+            not Decimal("-1e128") <= number <= Decimal("1e126"):
+        raise errors.invalid_parameter(f"Can't cast the value of message (user) attribute '{name}' to a number.")
+
+
+@dataclass
+class Outgoing:
+    body: str
+    attributes: dict[str, dict[str, str]]
+    system: dict[str, dict[str, str]]
+    delay: float
+    headers: dict[str, Any]
+    size: int
+    dedup: str | None
+
+
+def _integer(value: Any, parameter: str, least: int, most: int) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not least <= value <= most:
+        raise errors.invalid_parameter(f"Value {str(value)[:40]} for parameter {parameter} is invalid. Reason: "
+                                       f"it must be an integer from {least} to {most}.")
+    return value
+
+
+def outgoing(queue: SqsQueue, principal: Principal, entry: dict[str, Any]) -> Outgoing:
+    """One message to send, held to SQS's rules for its queue (FIFO or standard)."""
+    body = check_body(entry.get("MessageBody"))
+    attrs, attrs_size = check_attributes(entry.get("MessageAttributes"))
+    system, _ = check_attributes(entry.get("MessageSystemAttributes"), system=True)
+    size = len(body.encode("utf-8", "surrogatepass")) + attrs_size
+    limit = int(_attribute(queue, "MaximumMessageSize"))
+    if size > limit:
+        raise errors.invalid_parameter(f"One or more parameters are invalid. Reason: Message must be shorter than "
+                                       f"{limit} bytes.")
+    delay = _integer(entry.get("DelaySeconds"), "DelaySeconds", 0, 900)
+    group, dedup = entry.get("MessageGroupId"), entry.get("MessageDeduplicationId")
+    sqs: dict[str, Any] = {"s": principal.key_id}
+    if queue.fifo:
+        if delay is not None:
+            raise errors.invalid_parameter(f"Value {delay} for parameter DelaySeconds is invalid. Reason: The request "
+                                           "include parameter that is not valid for this queue type.")
+        if group is None:
+            raise errors.missing_parameter("MessageGroupId")
+        if dedup is None:
+            if _attribute(queue, "ContentBasedDeduplication") != "true":
+                raise errors.invalid_parameter("The queue should either have ContentBasedDeduplication enabled or "
+                                               "MessageDeduplicationId provided explicitly")
+            dedup = hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
+        for value, parameter in ((group, "MessageGroupId"), (dedup, "MessageDeduplicationId")):
+            if not isinstance(value, str) or not _GROUP.fullmatch(value):
+                raise errors.invalid_parameter(f"Value {str(value)[:128]} for parameter {parameter} is invalid. "
+                                               "Reason: 1-128 printable ASCII characters without spaces.")
+        sqs["g"], sqs["d"] = group, dedup
+        key = f"{group}\x00{dedup}" if _attribute(queue, "DeduplicationScope") == "messageGroup" else dedup
+    else:
+        if dedup is not None:
+            raise errors.invalid_parameter("Value for parameter MessageDeduplicationId is invalid. Reason: The request "
+                                           "include parameter that is not valid for this queue type.")
+        key = None
+        if group is not None:  # SQS's fair queues: a standard queue keeps the group, and orders nothing by it
+            if not isinstance(group, str) or not _GROUP.fullmatch(group):
+                raise errors.invalid_parameter("Value for parameter MessageGroupId is invalid.")
+            sqs["fg"] = group
+    if attrs:
+        sqs["a"] = attrs
+    if system:
+        sqs["t"] = system["AWSTraceHeader"]["StringValue"]
+    queue_delay = int(_attribute(queue, "DelaySeconds"))
+    return Outgoing(body, attrs, system, float(queue_delay if delay is None else delay), {"sqs": sqs}, size, key)
+
+
+def message_id(msg_id: int) -> str:
+    return str(uuid.UUID(int=(0x5B0C << 112) | msg_id))
+
+
+def sequence_number(msg_id: int) -> str:
+    return f"{msg_id:020d}"
+
+
+def _send(principal: Principal, queue: SqsQueue, name: str, batch: list[Outgoing]) -> list[tuple[int, bool]]:
+    bodies = [db_json_string(m.body) for m in batch]
+    headers = [db_json(m.headers) for m in batch]
+    sizes = [len(b) + len(h) for b, h in zip(bodies, headers, strict=True)]
+    with db.connection() as conn, db.domain_errors():
+        rows = conn.execute(
+            "SELECT * FROM sqs_send(%s, %s, %s, %s::text[], %s::int[], %s::float8[], %s::jsonb[], %s::text[])",
+            (principal.tenant_id, tenancy.project_id(principal), name, bodies, sizes, [m.delay for m in batch],
+             headers, [m.dedup for m in batch] if queue.fifo else None),
+        ).fetchall()
+    if rows and rows[0][1] is not None:
+        consumers.start_dispatch(rows[0][1])
+    return [(r[0], r[2]) for r in rows]
+
+
+def db_json_string(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def db_json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _sent(m: Outgoing, msg_id: int, fifo: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"MessageId": message_id(msg_id), "MD5OfMessageBody": digests.body_md5(m.body)}
+    if m.attributes:
+        out["MD5OfMessageAttributes"] = digests.attributes_md5(m.attributes)
+    if m.system:
+        out["MD5OfMessageSystemAttributes"] = digests.attributes_md5(m.system)
+    if fifo:
+        out["SequenceNumber"] = sequence_number(msg_id)
+    return out
+
+
+def send(principal: Principal, name: str, request: dict[str, Any]) -> dict[str, Any]:
+    tenancy.require(principal, "write")
+    queue = meta(principal, name)
+    m = outgoing(queue, principal, request)
+    ((msg_id, _),) = _in_sqs_terms(lambda: _send(principal, queue, name, [m]))
+    return _sent(m, msg_id, queue.fifo)
+
+
+def check_entries(entries: Any, kind: str) -> list[dict[str, Any]]:
+    """A batch's entries: 1-10 maps with distinct, well-formed ids."""
+    if entries is None or entries == []:
+        raise errors.empty_batch(kind)
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise errors.invalid_parameter("Entries must be a list of entries.")
+    if len(entries) > MAX_BATCH:
+        raise errors.too_many_entries(len(entries))
+    seen: set[str] = set()
+    for entry in entries:
+        entry_id = entry.get("Id")
+        if not isinstance(entry_id, str) or not _ENTRY_ID.fullmatch(entry_id):
+            raise errors.invalid_entry_id(str(entry_id))
+        if entry_id in seen:
+            raise errors.ids_not_distinct(entry_id)
+        seen.add(entry_id)
+    return entries
+
+
+def _failure(entry_id: str, error: errors.SqsError) -> dict[str, Any]:
+    return {"Id": entry_id, "SenderFault": error.fault == "Sender", "Code": error.query_code,
+            "Message": error.message}
+
+
+def send_batch(principal: Principal, name: str, entries: Any) -> dict[str, Any]:
+    """Every good entry is sent (one SQL call); each bad one is a failure of its own, as SQS answers."""
+    tenancy.require(principal, "write")
+    entries = check_entries(entries, "SendMessageBatchRequestEntry")
+    queue = meta(principal, name)
+    good: list[tuple[str, Outgoing]] = []
+    failed = []
+    for entry in entries:
+        try:
+            good.append((entry["Id"], outgoing(queue, principal, entry)))
+        except errors.SqsError as error:
+            failed.append(_failure(entry["Id"], error))
+    total = sum(m.size for _, m in good)
+    if total > attributes.NUMBERS["MaximumMessageSize"][1]:
+        raise errors.batch_too_long(total, attributes.NUMBERS["MaximumMessageSize"][1])
+    done = []
+    if good:
+        ids = _in_sqs_terms(lambda: _send(principal, queue, name, [m for _, m in good]))
+        done = [{"Id": entry_id, **_sent(m, msg_id, queue.fifo)}
+                for (entry_id, m), (msg_id, _) in zip(good, ids, strict=True)]
+    return {"Successful": done, "Failed": failed}
+
+
+def _in_sqs_terms(run: Callable[[], Any]) -> Any:
+    try:
+        return run()
+    except NotFound:
+        raise errors.no_queue() from None
+    except (LimitExceeded, TooLarge) as e:
+        raise errors.over_limit(e.message) from None
+
+
+# ---- receiving ------------------------------------------------------------------------------------
+
+
+def receipt(queue_id: int, msg_id: int, read_ct: int) -> str:
+    return base64.urlsafe_b64encode(f"{queue_id}:{msg_id}:{read_ct}".encode()).decode().rstrip("=")
+
+
+def read_receipt(handle: Any, queue_id: int) -> tuple[int, int]:
+    """(msg_id, read count) of a receipt handle of this queue's, else ReceiptHandleIsInvalid."""
+    if not isinstance(handle, str) or not handle:
+        raise errors.missing_parameter("ReceiptHandle")
+    try:
+        m = _HANDLE.fullmatch(base64.urlsafe_b64decode(handle + "=" * (-len(handle) % 4)).decode())
+    except (binascii.Error, ValueError, UnicodeDecodeError):
+        m = None
+    if m is None or int(m.group(1)) != queue_id or not 0 < int(m.group(2)) < 2**63 or int(m.group(3)) > 2**31:
+        raise errors.receipt_invalid(handle)
+    return int(m.group(2)), int(m.group(3))
+
+
+def _names(value: Any, parameter: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise errors.invalid_parameter(f"{parameter} must be a list of names.")
+    return value
+
+
+def _wanted_system(request: dict[str, Any]) -> set[str]:
+    asked = set(_names(request.get("AttributeNames"), "AttributeNames")) | set(
+        _names(request.get("MessageSystemAttributeNames"), "MessageSystemAttributeNames"))
+    for name in asked:
+        if name != "All" and name not in SYSTEM_NAMES and name not in attributes.ALL:
+            raise errors.invalid_attribute_name(f"Unknown Attribute {name[:100]}.")
+    return set(SYSTEM_NAMES) if "All" in asked else asked & set(SYSTEM_NAMES)
+
+
+def _wanted_attributes(request: dict[str, Any]) -> Callable[[str], bool]:
+    asked = _names(request.get("MessageAttributeNames"), "MessageAttributeNames")
+    if "All" in asked or ".*" in asked:
+        return lambda name: True
+    exact = {a for a in asked if not a.endswith(".*")}
+    prefixes = tuple(a[:-1] for a in asked if a.endswith(".*"))
+    return lambda name: name in exact or (bool(prefixes) and name.startswith(prefixes))
+
+
+def _received(queue: SqsQueue, principal: Principal, row: dict[str, Any], system: set[str],
+              wanted: Callable[[str], bool]) -> dict[str, Any]:
+    body = row["body"] if isinstance(row["body"], str) else db_json(row["body"])
+    sqs = (row.get("h") or {}).get("sqs") or {} if isinstance(row.get("h"), dict) else {}
+    out: dict[str, Any] = {"MessageId": message_id(row["id"]), "ReceiptHandle": receipt(queue.id, row["id"], row["n"]),
+                           "MD5OfBody": digests.body_md5(body), "Body": body}
+    values = {
+        "ApproximateReceiveCount": str(row["n"]),
+        "ApproximateFirstReceiveTimestamp": str(int(row["first"] * 1000)),
+        "SentTimestamp": str(int(row["sent"] * 1000)),
+        "SenderId": sqs.get("s") or principal.key_id,
+        "AWSTraceHeader": sqs.get("t"),
+        "MessageDeduplicationId": sqs.get("d") if queue.fifo else None,
+        "MessageGroupId": sqs.get("g") if queue.fifo else sqs.get("fg"),
+        "SequenceNumber": sequence_number(row["id"]) if queue.fifo else None,
+    }
+    picked = {k: v for k, v in values.items() if k in system and v is not None}
+    if picked:
+        out["Attributes"] = picked
+    attrs = {k: v for k, v in (sqs.get("a") or {}).items() if wanted(k)}
+    if attrs:
+        out["MessageAttributes"] = attrs
+        out["MD5OfMessageAttributes"] = digests.attributes_md5(attrs)
+    return out
+
+
+def receive(principal: Principal, name: str, request: dict[str, Any]) -> dict[str, Any]:
+    """Up to MaxNumberOfMessages (1-10) messages, hidden for VisibilityTimeout (the queue's by
+    default); with WaitTimeSeconds (or the queue's ReceiveMessageWaitTimeSeconds), a long poll on
+    the shared wait until one arrives."""
+    tenancy.require(principal, "write")
+    qty = _integer(request.get("MaxNumberOfMessages"), "MaxNumberOfMessages", 1, MAX_RECEIVE) or 1
+    vt = _integer(request.get("VisibilityTimeout"), "VisibilityTimeout", 0, MAX_VISIBILITY)
+    wait = _integer(request.get("WaitTimeSeconds"), "WaitTimeSeconds", 0, MAX_WAIT_SECONDS)
+    attempt_id = request.get("ReceiveRequestAttemptId")
+    if attempt_id is not None and (not isinstance(attempt_id, str) or not _GROUP.fullmatch(attempt_id)):
+        raise errors.invalid_parameter("Value for parameter ReceiveRequestAttemptId is invalid.")
+    system, wanted = _wanted_system(request), _wanted_attributes(request)
+    queue = meta(principal, name)
+    if wait is None:
+        wait = int(_attribute(queue, "ReceiveMessageWaitTimeSeconds"))
+    args = (principal.tenant_id, tenancy.project_id(principal), name, qty, vt)
+    channels = [wakeup.channel(wakeup.QUEUE, queue.id)]
+
+    def attempt() -> tuple[list[dict[str, Any]], list[str]]:
+        with db.connection() as conn, db.domain_errors():
+            return conn.execute("SELECT sqs_receive(%s, %s, %s, %s, %s)", args).fetchone()[0], channels
+
+    rows = _in_sqs_terms(lambda: wakeup.long_poll(attempt, float(wait)))
+    return {"Messages": [_received(queue, principal, r, system, wanted) for r in rows]}
+
+
+# ---- deleting and changing visibility by receipt ----------------------------------------------
+
+
+def delete(principal: Principal, name: str, handle: Any) -> dict[str, Any]:
+    tenancy.require(principal, "write")
+    queue = meta(principal, name)
+    msg_id, _ = read_receipt(handle, queue.id)
+    _in_sqs_terms(lambda: _delete(principal, name, [msg_id]))
+    return {}
+
+
+def _delete(principal: Principal, name: str, ids: list[int]) -> list[int]:
+    with db.connection() as conn, db.domain_errors():
+        return conn.execute("SELECT sqs_delete(%s, %s, %s, %s::bigint[])",
+                            (principal.tenant_id, tenancy.project_id(principal), name, ids)).fetchone()[0]
+
+
+def delete_batch(principal: Principal, name: str, entries: Any) -> dict[str, Any]:
+    tenancy.require(principal, "write")
+    entries = check_entries(entries, "DeleteMessageBatchRequestEntry")
+    queue = meta(principal, name)
+    good, failed = [], []
+    for entry in entries:
+        try:
+            good.append((entry["Id"], read_receipt(entry.get("ReceiptHandle"), queue.id)[0]))
+        except errors.SqsError as error:
+            failed.append(_failure(entry["Id"], error))
+    if good:
+        _in_sqs_terms(lambda: _delete(principal, name, [m for _, m in good]))
+    return {"Successful": [{"Id": entry_id} for entry_id, _ in good], "Failed": failed}
+
+
+def _change(principal: Principal, name: str, changes: list[tuple[int, int, int]]) -> list[str]:
+    with db.connection() as conn, db.domain_errors():
+        return conn.execute(
+            "SELECT sqs_change_visibility(%s, %s, %s, %s::bigint[], %s::int[], %s::float8[])",
+            (principal.tenant_id, tenancy.project_id(principal), name, [c[0] for c in changes],
+             [c[1] for c in changes], [float(c[2]) for c in changes]),
+        ).fetchone()[0]
+
+
+def _outcome(result: str, handle: str) -> errors.SqsError | None:
+    if result == "ok":
+        return None
+    if result == "not_in_flight":
+        return errors.not_in_flight()
+    return errors.receipt_expired(handle)
+
+
+def _visibility(value: Any) -> int:
+    if value is None:
+        raise errors.missing_parameter("VisibilityTimeout")
+    return _integer(value, "VisibilityTimeout", 0, MAX_VISIBILITY)  # type: ignore[return-value]
+
+
+def change_visibility(principal: Principal, name: str, handle: Any, timeout: Any) -> dict[str, Any]:
+    tenancy.require(principal, "write")
+    queue = meta(principal, name)
+    msg_id, read_ct = read_receipt(handle, queue.id)
+    (result,) = _in_sqs_terms(lambda: _change(principal, name, [(msg_id, read_ct, _visibility(timeout))]))
+    error = _outcome(result, handle)
+    if error is not None:
+        raise error
+    return {}
+
+
+def change_visibility_batch(principal: Principal, name: str, entries: Any) -> dict[str, Any]:
+    tenancy.require(principal, "write")
+    entries = check_entries(entries, "ChangeMessageVisibilityBatchRequestEntry")
+    queue = meta(principal, name)
+    good, failed = [], []
+    for entry in entries:
+        try:
+            msg_id, read_ct = read_receipt(entry.get("ReceiptHandle"), queue.id)
+            good.append((entry, (msg_id, read_ct, _visibility(entry.get("VisibilityTimeout")))))
+        except errors.SqsError as error:
+            failed.append(_failure(entry["Id"], error))
+    done = []
+    if good:
+        results = _in_sqs_terms(lambda: _change(principal, name, [c for _, c in good]))
+        for (entry, _), result in zip(good, results, strict=True):
+            error = _outcome(result, entry["ReceiptHandle"])
+            if error is None:
+                done.append({"Id": entry["Id"]})
+            else:
+                failed.append(_failure(entry["Id"], error))
+    return {"Successful": done, "Failed": failed}

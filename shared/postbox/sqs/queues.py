@@ -1,0 +1,331 @@
+"""SQS's queue actions on Postbox queues: create, find, list, delete, purge, attributes, tags and
+the dead-letter sources. Names are SQS's where Postbox can keep them: a standard queue's name is a
+Postbox queue name, a FIFO queue's is one followed by `.fifo`; any other name SQS allows is refused
+here with the reason."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from .. import db, names, tenancy
+from ..errors import Conflict, Invalid, LimitExceeded, NotFound
+from ..queues import engine, settings
+from ..queues.catalog import scope
+from ..tenancy import Principal
+from . import attributes, errors, identity
+
+_SQS_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")
+MAX_TAGS = 50
+
+
+@dataclass(frozen=True)
+class SqsQueue:
+    id: int
+    name: str
+    fifo: bool
+    attributes: dict[str, Any]
+    visibility_timeout: int
+    max_reads: int | None
+    dead_letter_queue_id: int | None
+
+
+def check_name(name: object, fifo: bool) -> str:
+    """A name SQS allows and Postbox can keep, or SQS's error saying which rule it breaks."""
+    if not isinstance(name, str) or not name:
+        raise errors.missing_parameter("QueueName")
+    base = name[:-5] if name.endswith(".fifo") else name
+    if not _SQS_NAME.fullmatch(base) or len(name) > 80:
+        raise errors.invalid_parameter("Can only include alphanumeric characters, hyphens, or underscores. "
+                                       "1 to 80 in length")
+    if name.endswith(".fifo") != fifo:
+        raise errors.invalid_parameter("The name of a FIFO queue can only include alphanumeric characters, hyphens, "
+                                       "or underscores, must end with .fifo suffix and be 1 to 80 in length."
+                                       if fifo else "A queue whose name ends in .fifo is a FIFO queue: set FifoQueue "
+                                       "to true.")
+    if not names.QUEUE.ok(base):
+        raise errors.invalid_parameter(
+            f"Postbox cannot keep the queue name {name[:80]!r}: a Postbox queue name is {names.QUEUE.says}"
+            + (", followed by .fifo for a FIFO queue" if fifo else "") + ".")
+    return name
+
+
+def find(conn: psycopg.Connection, principal: Principal, name: str, *, lock: bool = False) -> SqsQueue:
+    row = conn.execute(
+        "SELECT q.id, q.name, coalesce(s.fifo, false), coalesce(s.attributes, '{}'), q.visibility_timeout_sec,"
+        " q.max_reads, q.dead_letter_queue_id FROM queues q LEFT JOIN sqs_queues s ON s.queue_id = q.id"
+        " WHERE q.tenant_id = %(t)s AND q.project_id = %(p)s AND q.name = %(n)s"
+        + (" FOR UPDATE OF q" if lock else ""),
+        scope(principal, n=name),
+    ).fetchone()
+    if row is None:
+        raise errors.no_queue()
+    return SqsQueue(*row)
+
+
+def _in_sqs_terms(run: Any) -> Any:
+    """The queues domain's refusals as SQS's errors."""
+    try:
+        return run()
+    except NotFound as e:
+        raise errors.no_queue() if "dead-letter" not in e.message else errors.invalid_parameter(e.message) from None
+    except LimitExceeded as e:
+        raise errors.over_limit(e.message) from None
+    except Invalid as e:
+        raise errors.invalid_parameter(e.message) from None
+
+
+def _redrive_changes(conn: psycopg.Connection, principal: Principal, name: str, fifo: bool,
+                     policy: dict[str, Any] | None) -> dict[str, Any]:
+    """RedrivePolicy as the Postbox queue's own settings: its dead-letter queue and max_reads."""
+    if policy is None:
+        return {"dead_letter_queue": None, "max_reads": None}
+    target = identity.name_from_arn(principal.tenant_id, policy["deadLetterTargetArn"], "RedrivePolicy")
+    try:
+        dlq = find(conn, principal, target)
+    except errors.SqsError:
+        raise errors.invalid_parameter("Value for parameter RedrivePolicy is invalid. Reason: Dead letter target "
+                                       "does not exist.") from None
+    if dlq.fifo != fifo:
+        raise errors.invalid_parameter("Value for parameter RedrivePolicy is invalid. Reason: the dead-letter queue "
+                                       "of a FIFO queue must be a FIFO queue, and of a standard queue a standard one.")
+    if not attributes.allows_source(dlq.attributes.get("RedriveAllowPolicy"), identity.queue_arn(
+            principal.tenant_id, name)):
+        raise errors.invalid_parameter("Value for parameter RedrivePolicy is invalid. Reason: the dead-letter "
+                                       "queue's RedriveAllowPolicy does not allow this queue.")
+    return {"dead_letter_queue": target, "max_reads": policy["maxReceiveCount"]}
+
+
+def _split(attrs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the Postbox queue's own settings, SQS's attributes kept beside it) of checked attributes."""
+    own: dict[str, Any] = {}
+    if "VisibilityTimeout" in attrs:
+        own["visibility_timeout_sec"] = attrs["VisibilityTimeout"]
+    kept = {k: v for k, v in attrs.items() if k not in ("VisibilityTimeout", "RedrivePolicy")}
+    return own, kept
+
+
+def _same(queue: SqsQueue, attrs: dict[str, Any], redrive: dict[str, Any] | None) -> bool:
+    for name, value in attrs.items():
+        if name == "VisibilityTimeout":
+            if value != queue.visibility_timeout:
+                return False
+        elif name != "RedrivePolicy" and str(queue.attributes.get(name, attributes.default(name))) != str(value):
+            return False
+    return True
+
+
+def create(principal: Principal, base: str, name: Any, attrs: dict[str, Any], tags: dict[str, Any]) -> dict[str, Any]:
+    """CreateQueue: a new Postbox queue (with SQS's view of it), or the URL of the same queue when
+    one exists with the attributes asked (SQS's answer); other attributes are QueueNameExists."""
+    tenancy.require(principal, "manage")
+    fifo = str((attrs or {}).get("FifoQueue", "false")).lower() == "true"
+    if isinstance(name, str) and name.endswith(".fifo") and "FifoQueue" not in (attrs or {}):
+        fifo = True
+    check_name(name, fifo)
+    checked = attributes.check(attrs or {}, fifo=fifo, creating=True)
+    tags = check_tags(tags or {})
+    own, kept = _split(checked)
+    with db.transaction() as conn:
+        try:
+            existing = find(conn, principal, name)
+        except errors.SqsError:
+            existing = None
+        if existing is not None:
+            if existing.fifo != fifo or not _same(existing, checked, checked.get("RedrivePolicy")):
+                raise errors.queue_exists("A queue already exists with the same name and a different value for "
+                                          "attribute(s) " + ", ".join(sorted(checked)))
+            return {"QueueUrl": identity.queue_url(base, principal.tenant_id, name)}
+        if "RedrivePolicy" in checked:
+            own.update(_redrive_changes(conn, principal, name, fifo, checked["RedrivePolicy"]))
+        try:
+            qid = _in_sqs_terms(lambda: settings.insert_queue(conn, principal, name, own))
+        except Conflict:  # made meanwhile by another request
+            raise errors.queue_exists(f"A queue named {name} was created meanwhile.") from None
+        conn.execute(
+            "INSERT INTO sqs_queues (queue_id, fifo, attributes, tags) VALUES (%s, %s, %s, %s)",
+            (qid, fifo, psycopg.types.json.Jsonb(kept), psycopg.types.json.Jsonb(tags)),
+        )
+    return {"QueueUrl": identity.queue_url(base, principal.tenant_id, name)}
+
+
+def check_tags(tags: Any) -> dict[str, str]:
+    if not isinstance(tags, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
+        raise errors.invalid_parameter("Tags must be a map of strings to strings.")
+    for k, v in tags.items():
+        if not 1 <= len(k) <= 128 or len(v) > 256:
+            raise errors.invalid_parameter("A tag key is 1-128 characters and a tag value at most 256.")
+    return tags
+
+
+def get_url(principal: Principal, base: str, name: Any) -> dict[str, Any]:
+    tenancy.require(principal, "read")
+    if not isinstance(name, str) or not name:
+        raise errors.missing_parameter("QueueName")
+    with db.transaction() as conn:
+        find(conn, principal, name)
+    return {"QueueUrl": identity.queue_url(base, principal.tenant_id, name)}
+
+
+def list_urls(principal: Principal, base: str, prefix: Any, max_results: Any, next_token: Any) -> dict[str, Any]:
+    """ListQueues: names in order, from after `next_token` (the last name of the previous page)."""
+    tenancy.require(principal, "read")
+    if prefix is not None and not isinstance(prefix, str):
+        raise errors.invalid_parameter("QueueNamePrefix must be a string.")
+    if max_results is not None and (not isinstance(max_results, int) or isinstance(max_results, bool)
+                                    or not 1 <= max_results <= 1000):
+        raise errors.invalid_parameter("Value for parameter MaxResults is invalid. Reason: MaxResults must be an "
+                                       "integer between 1 and 1000.")
+    if next_token is not None and not isinstance(next_token, str):
+        raise errors.invalid_parameter("Invalid NextToken value.")
+    limit = max_results or 1000
+    with db.transaction() as conn:
+        rows = conn.execute(
+            "SELECT name FROM queues WHERE tenant_id = %(t)s AND project_id = %(p)s"
+            " AND starts_with(name, %(prefix)s) AND name COLLATE \"C\" > %(after)s"
+            " ORDER BY name COLLATE \"C\" LIMIT %(n)s",
+            scope(principal, prefix=prefix or "", after=next_token or "", n=limit + 1),
+        ).fetchall()
+    found = [r[0] for r in rows]
+    out: dict[str, Any] = {"QueueUrls": [identity.queue_url(base, principal.tenant_id, n) for n in found[:limit]]}
+    if max_results is not None and len(found) > limit:
+        out["NextToken"] = found[limit - 1]
+    return out
+
+
+def delete(principal: Principal, name: str) -> dict[str, Any]:
+    tenancy.require(principal, "manage")
+    try:
+        settings.delete_queue(principal, name)
+    except NotFound:
+        raise errors.no_queue() from None
+    except Conflict as e:
+        raise errors.invalid_parameter(f"{e.message} Remove that queue's RedrivePolicy first.") from None
+    return {}
+
+
+def purge(principal: Principal, name: str) -> dict[str, Any]:
+    tenancy.require(principal, "manage")
+    with db.transaction() as conn:
+        engine.purge(conn, find(conn, principal, name, lock=True).id)
+    return {}
+
+
+def get_attributes(principal: Principal, name: str, wanted: Any) -> dict[str, Any]:
+    tenancy.require(principal, "read")
+    if wanted is None:
+        wanted = []
+    if not isinstance(wanted, list) or not all(isinstance(w, str) for w in wanted):
+        raise errors.invalid_parameter("AttributeNames must be a list of attribute names.")
+    for w in wanted:
+        if w != "All" and w not in attributes.ALL:
+            raise errors.invalid_attribute_name(f"Unknown Attribute {w[:100]}.")
+    with db.transaction() as conn:
+        queue = find(conn, principal, name)
+        names_wanted = [a for a in attributes.ALL if "All" in wanted or a in wanted]
+        if not queue.fifo:
+            names_wanted = [a for a in names_wanted if a not in attributes.FIFO_ONLY and a != "FifoQueue"]
+        if not names_wanted:
+            return {}
+        visible, in_flight, delayed = engine.state_counts(conn, queue.id)
+        row = conn.execute(
+            "SELECT extract(epoch FROM q.created_at)::bigint, extract(epoch FROM q.updated_at)::bigint, d.name"
+            " FROM queues q LEFT JOIN queues d ON d.id = q.dead_letter_queue_id WHERE q.id = %s", (queue.id,),
+        ).fetchone()
+    values: dict[str, Any] = {
+        "ApproximateNumberOfMessages": visible, "ApproximateNumberOfMessagesNotVisible": in_flight,
+        "ApproximateNumberOfMessagesDelayed": delayed, "CreatedTimestamp": row[0], "LastModifiedTimestamp": row[1],
+        "QueueArn": identity.queue_arn(principal.tenant_id, name), "VisibilityTimeout": queue.visibility_timeout,
+        "SqsManagedSseEnabled": "false", "FifoQueue": "true" if queue.fifo else None,
+    }
+    if queue.fifo:
+        values.update({"ContentBasedDeduplication": "false", "DeduplicationScope": "queue",
+                       "FifoThroughputLimit": "perQueue"})
+    for k in attributes.NUMBERS:
+        values[k] = attributes.default(k)
+    values.update(queue.attributes)
+    if row[2] is not None and queue.max_reads is not None:
+        values["RedrivePolicy"] = json.dumps({"deadLetterTargetArn": identity.queue_arn(principal.tenant_id, row[2]),
+                                              "maxReceiveCount": queue.max_reads}, separators=(",", ":"))
+    out = {k: str(values[k]) for k in names_wanted if values.get(k) not in (None, "")}
+    return {"Attributes": out} if out else {}
+
+
+def set_attributes(principal: Principal, name: str, attrs: Any) -> dict[str, Any]:
+    tenancy.require(principal, "manage")
+    if not attrs:
+        raise errors.missing_parameter("Attributes")
+    with db.transaction() as conn:
+        queue = find(conn, principal, name, lock=True)
+        checked = attributes.check(attrs, fifo=queue.fifo, creating=False)
+        own, kept = _split(checked)
+        if "RedrivePolicy" in checked:
+            own.update(_redrive_changes(conn, principal, name, queue.fifo, checked["RedrivePolicy"]))
+        if own:
+            _in_sqs_terms(lambda: settings.change_queue(conn, principal, name, own))
+        conn.execute(
+            "INSERT INTO sqs_queues AS s (queue_id, fifo, attributes) VALUES (%(q)s, false, %(a)s)"
+            " ON CONFLICT (queue_id) DO UPDATE SET attributes = s.attributes || excluded.attributes",
+            {"q": queue.id, "a": psycopg.types.json.Jsonb(kept)},
+        )
+        conn.execute("UPDATE queues SET updated_at = clock_timestamp() WHERE id = %s", (queue.id,))
+    return {}
+
+
+def tag(principal: Principal, name: str, tags: Any) -> dict[str, Any]:
+    tenancy.require(principal, "manage")
+    tags = check_tags(tags)
+    if not tags:
+        raise errors.missing_parameter("Tags")
+    with db.transaction() as conn:
+        queue = find(conn, principal, name, lock=True)
+        row = conn.execute(
+            "INSERT INTO sqs_queues AS s (queue_id, fifo, tags) VALUES (%(q)s, false, %(t)s)"
+            " ON CONFLICT (queue_id) DO UPDATE SET tags = s.tags || excluded.tags RETURNING tags",
+            {"q": queue.id, "t": psycopg.types.json.Jsonb(tags)},
+        ).fetchone()
+        if len(row[0]) > MAX_TAGS:
+            raise errors.invalid_parameter(f"A queue has at most {MAX_TAGS} tags.")
+    return {}
+
+
+def untag(principal: Principal, name: str, keys: Any) -> dict[str, Any]:
+    tenancy.require(principal, "manage")
+    if not isinstance(keys, list) or not keys or not all(isinstance(k, str) for k in keys):
+        raise errors.missing_parameter("TagKeys")
+    with db.transaction() as conn:
+        queue = find(conn, principal, name, lock=True)
+        conn.execute("UPDATE sqs_queues SET tags = tags - %s::text[] WHERE queue_id = %s", (keys, queue.id))
+    return {}
+
+
+def list_tags(principal: Principal, name: str) -> dict[str, Any]:
+    tenancy.require(principal, "read")
+    with db.transaction() as conn:
+        queue = find(conn, principal, name)
+        row = conn.execute("SELECT tags FROM sqs_queues WHERE queue_id = %s", (queue.id,)).fetchone()
+    return {"Tags": row[0]} if row and row[0] else {}
+
+
+def dead_letter_sources(principal: Principal, base: str, name: str, max_results: Any, next_token: Any) -> dict:
+    tenancy.require(principal, "read")
+    if max_results is not None and (not isinstance(max_results, int) or isinstance(max_results, bool)
+                                    or not 1 <= max_results <= 1000):
+        raise errors.invalid_parameter("MaxResults must be an integer between 1 and 1000.")
+    limit = max_results or 1000
+    with db.transaction() as conn:
+        queue = find(conn, principal, name)
+        rows = conn.execute(
+            "SELECT name FROM queues WHERE dead_letter_queue_id = %s AND name COLLATE \"C\" > %s"
+            " ORDER BY name COLLATE \"C\" LIMIT %s",
+            (queue.id, next_token if isinstance(next_token, str) else "", limit + 1),
+        ).fetchall()
+    found = [r[0] for r in rows]
+    out: dict[str, Any] = {"queueUrls": [identity.queue_url(base, principal.tenant_id, n) for n in found[:limit]]}
+    if max_results is not None and len(found) > limit:
+        out["NextToken"] = found[limit - 1]
+    return out
