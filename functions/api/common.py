@@ -17,6 +17,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder, Route
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 
+from functions.api.lazy_routers import LazyRouters
 from functions.observability import request_logger
 from functions.request_record import request_story
 from postbox import inputs
@@ -110,12 +111,26 @@ class RequestLocalResolver(APIGatewayHttpResolver):
       adapter then calls a frame with the route's arguments: a TypeError, kept for every later
       call). `build_routes()` builds every route's stack before serving (the gateway calls it at a
       worker's start); a route not built yet is built under a lock.
+
+    Routers given to `include_lazily` come in with the first request that reaches them (see
+    `functions.api.lazy_routers`); `build_routes()` and the OpenAPI document include them all.
     """
 
     def __init__(self, **options: Any) -> None:
         self._local = threading.local()
         self._building = threading.Lock()
+        self._lazy: LazyRouters | None = None
         super().__init__(**options)
+
+    def include_lazily(self, package: str, prefix: str, rules: list[tuple[str, str]]) -> None:
+        """Include `package`'s modules' routers with `prefix` on first use: `rules` are (regex over the
+        path below `prefix`, module) pairs, the first match naming the module that serves a path."""
+        self._lazy = LazyRouters(self, package, prefix, rules)
+
+    def include_lazy_routers(self) -> None:
+        """Every lazily included router now."""
+        if self._lazy is not None:
+            self._lazy.include_all()
 
     @property
     def current_event(self) -> Any:
@@ -160,11 +175,18 @@ class RequestLocalResolver(APIGatewayHttpResolver):
         # shadow for this resolver: these are the values its request reads.
         self._local.event = self._to_proxy_event(event)
         self._local.lambda_context = context
+        if self._lazy is not None:
+            self._lazy.include_for(self._local.event.path)
         return super().resolve(event, context)
 
+    def get_openapi_schema(self, **options: Any) -> Any:
+        self.include_lazy_routers()  # the document describes every route
+        return super().get_openapi_schema(**options)
+
     def build_routes(self) -> int:
-        """Build every route's middleware stack and request model now, before the first request
-        (they are what a route's first call would build); the number of routes."""
+        """Include every router and build every route's middleware stack and request model now, before
+        the first request (they are what a route's first call would build); the number of routes."""
+        self.include_lazy_routers()
         routes = self._static_routes + self._dynamic_routes
         for route in routes:
             if route.enable_validation if route.enable_validation is not None else self._enable_validation:

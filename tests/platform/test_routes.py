@@ -14,6 +14,7 @@ from functions.schedules import AGENTS
 def _resolver_routes(function: str) -> set[tuple[str, str]]:
     module = importlib.import_module(FUNCTIONS[function].rpartition(".")[0])
     app = module.app
+    app.include_lazy_routers()  # a lazily included router's routes are the function's too
     return {(r.method, r.path) for r in [*app._static_routes, *app._dynamic_routes]}
 
 
@@ -66,6 +67,7 @@ def _sample_path(route) -> str:
 def _resolver_pick(function: str, method: str, path: str) -> str | None:
     """The rule the function's resolver serves a request with: the first registered route that matches."""
     module = importlib.import_module(FUNCTIONS[function].rpartition(".")[0])
+    module.app.include_lazy_routers()
     for r in [*module.app._static_routes, *module.app._dynamic_routes]:
         if r.method == method and r.rule.match(path):
             return r.path
