@@ -1,7 +1,7 @@
 """Routers a resolver includes when a request first reaches them, so that a function's cold import
 holds only what every request needs: the work function's dozen route modules (and the domain
-modules and request models under each) are about a quarter of its import, and a container may serve a few
-of them only.
+modules and request models under each) are about a quarter of its import, and a container may
+serve a few of them only.
 
 Which module serves a path is said by a table of rules, (regex over the path below the mount,
 module), first match wins, which a test holds to every route of every module; a path no rule
