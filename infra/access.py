@@ -5,7 +5,8 @@ By kind of function (from the route and schedule tables, never a list here):
 * `migrate` alone: the master user's secret, and managing the two secrets it rotates;
 * every other function: `rds-db:connect` as `postbox_app` through the proxy (an IAM token, no secret);
 * surfaces: also `rds-db:connect` as `postbox_listen` on the cluster (long-poll LISTEN), and the
-  encryption key ring;
+  encryption key ring; each resolves its requests' keys as `postbox_app` (told how long it may
+  remember a key's answer: `POSTBOX_KEY_CACHE_SECONDS`, the bound on a revocation);
 * functions that take messages into a queue with a consumer (the surfaces serving the queues
   routes, and the dispatcher itself): invoking the consumer-dispatch agent, asynchronously;
 * agents: sending their failed runs to the failures queue; the dispatcher: invoking the consumers;
@@ -28,7 +29,6 @@ from infra.network import PG_PORT
 from infra.secrets import Secrets
 from infra.settings import Settings
 
-AUTHORIZER = "authorizer"
 MIGRATE = "migrate"
 CONSUMER_DISPATCH = "consumer-dispatch"
 EXPORT_AGENT = "work-gdpr"
@@ -58,7 +58,7 @@ ROTATION_ACTIONS = [
 
 @dataclass(frozen=True)
 class Spec:
-    name: str  # logical name: surface, "authorizer", "migrate" or the agent's name
+    name: str  # logical name: surface, "migrate" or the agent's name
     handler: str
     kind: str
     memory_mb: int
@@ -177,6 +177,7 @@ def environment(s: Settings, spec: Spec, ctx: Context) -> dict[str, pulumi.Input
             POSTBOX_DB_LISTEN_HOST=db.cluster_endpoint,
             POSTBOX_DB_LISTEN_USER=LISTEN_USER,
             POSTBOX_ENCRYPTION_KEYS_SECRET_ARN=ctx.secrets.keys.arn,
+            POSTBOX_KEY_CACHE_SECONDS=str(s.key_cache_seconds),
         )
     if starts_dispatches(spec):
         env["POSTBOX_CONSUMER_DISPATCH_FUNCTION"] = dispatcher_name(s)

@@ -1,14 +1,12 @@
-"""The HTTP API: one route per row of `functions.routes.ROUTES`, all behind the Lambda authorizer.
+"""The HTTP API: one route per row of `functions.routes.ROUTES`, each straight to its surface's
+function, with no authorizer (`authorization_type` NONE).
 
-The authorizer is a REQUEST authorizer (payload 2.0, simple responses) with NO identity sources
-and a result TTL of 0, on purpose:
-  * with an identity source, API Gateway answers 401 itself when the header is missing, without
-    calling the authorizer; but public streams are readable anonymously, and each surface must
-    shape its own 401 body as its spec shows. So the authorizer runs on every request, even one
-    without credentials, always answers `isAuthorized: true`, and passes a context saying whether
-    a key was presented and valid (tenant, project, role); the surface decides what to refuse.
-  * API Gateway only caches authorizer results keyed by identity sources; without them the TTL
-    must be 0. Any caching of resolved keys belongs in the authorizer function itself.
+Each surface function resolves the request's key itself (`functions.keys`, with a per-container
+cache), so a request is one Lambda invocation. A gateway-side authorizer cannot do as well: its
+results are cached only by identity source, and a route with an identity source answers a
+request without that header with API Gateway's own 401, while public streams are readable without
+a key and every surface shapes its own 401 body; without identity sources it cannot cache at all,
+and runs (and is billed) on every request.
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ import pulumi_aws as aws
 
 from functions import routes as route_table
 from functions.routes import Route
-from infra.functions import AUTHORIZER, Deployed
+from infra.functions import Deployed
 from infra.settings import Settings
 
 INTEGRATION_TIMEOUT_MS = 30_000  # the HTTP API maximum
@@ -41,7 +39,6 @@ ACCESS_LOG_FORMAT = json.dumps(
         "latency": "$context.responseLatency",
         "integrationLatency": "$context.integrationLatency",
         "integrationError": "$context.integrationErrorMessage",
-        "authorizerError": "$context.authorizer.error",
     }
 )
 
@@ -50,7 +47,6 @@ ACCESS_LOG_FORMAT = json.dumps(
 class Api:
     api: aws.apigatewayv2.Api
     stage: aws.apigatewayv2.Stage
-    authorizer: aws.apigatewayv2.Authorizer
     routes: list[aws.apigatewayv2.Route]
 
     @property
@@ -77,24 +73,6 @@ def build(s: Settings, fns: dict[str, Deployed]) -> Api:
             source_arn=source_arn,
         )
 
-    auth_fn = fns[AUTHORIZER].function
-    authorizer = aws.apigatewayv2.Authorizer(
-        "api-key",
-        name="api-key",
-        api_id=api.id,
-        authorizer_type="REQUEST",
-        authorizer_uri=auth_fn.invoke_arn,
-        authorizer_payload_format_version="2.0",
-        enable_simple_responses=True,
-        authorizer_result_ttl_in_seconds=0,
-        # identity_sources deliberately unset: see the module docstring.
-    )
-    allow_invoke(
-        "apigw-invoke-authorizer",
-        auth_fn,
-        pulumi.Output.concat(api.execution_arn, "/authorizers/", authorizer.id),
-    )
-
     integrations: dict[str, aws.apigatewayv2.Integration] = {}
     for name in route_table.FUNCTIONS:
         fn = fns[name].function
@@ -119,8 +97,7 @@ def build(s: Settings, fns: dict[str, Deployed]) -> Api:
                 api_id=api.id,
                 route_key=route.route_key,
                 target=pulumi.Output.concat("integrations/", integrations[route.function].id),
-                authorization_type="CUSTOM",
-                authorizer_id=authorizer.id,
+                authorization_type="NONE",  # the function resolves the key: see the module docstring
             )
         )
 
@@ -142,4 +119,4 @@ def build(s: Settings, fns: dict[str, Deployed]) -> Api:
         # Routes first, so the first auto-deployment already serves all of them.
         opts=pulumi.ResourceOptions(depends_on=routes),
     )
-    return Api(api, stage, authorizer, routes)
+    return Api(api, stage, routes)

@@ -1,4 +1,5 @@
-"""Every Lambda function: one per API surface, the authorizer, the migration runner, one per agent.
+"""Every Lambda function: one per API surface (each resolves its requests' keys), the migration
+runner, one per agent.
 
 The lists come from `functions.routes.FUNCTIONS` and `functions.schedules.AGENTS`, never from here,
 so a new surface or agent is deployed by adding its row. All functions share one code zip and the
@@ -22,7 +23,7 @@ import pulumi_aws as aws
 from functions import routes as route_table
 from functions import schedules as agent_table
 from infra import access
-from infra.access import AGENT, AUTHORIZER, CONSUMER_DISPATCH, MIGRATE, SURFACE, Context, Spec
+from infra.access import AGENT, CONSUMER_DISPATCH, MIGRATE, SURFACE, Context, Spec
 from infra.artifacts import FUNCTIONS_ZIP, archive, layer_requirements
 from infra.database import Database
 from infra.layers import ARCHITECTURE, RUNTIME, Layers
@@ -30,7 +31,7 @@ from infra.network import Network
 from infra.secrets import Secrets
 from infra.settings import Settings
 
-__all__ = ["AGENT", "AUTHORIZER", "CONSUMER_DISPATCH", "MIGRATE", "SURFACE", "Deployed", "Spec", "build", "specs"]
+__all__ = ["AGENT", "CONSUMER_DISPATCH", "MIGRATE", "SURFACE", "Deployed", "Spec", "build", "specs"]
 
 
 @dataclass
@@ -48,9 +49,6 @@ def specs(s: Settings) -> list[Spec]:
         Spec(name, handler, SURFACE, s.api_memory_mb, s.api_timeout_s)
         for name, handler in route_table.FUNCTIONS.items()
     ]
-    out.append(
-        Spec(AUTHORIZER, "functions.authorizer.handler", AUTHORIZER, s.authorizer_memory_mb, s.authorizer_timeout_s)
-    )
     out += [Spec(a.name, a.handler, AGENT, s.agent_memory_mb, s.agent_timeout_s) for a in agent_table.AGENTS]
     names = [spec.name for spec in out]
     if len(set(names)) != len(names):
@@ -132,7 +130,12 @@ def build(
             ),
             environment=aws.lambda_.FunctionEnvironmentArgs(variables=access.environment(s, spec, ctx)),
             tracing_config=aws.lambda_.FunctionTracingConfigArgs(mode="Active" if s.tracing else "PassThrough"),
-            logging_config=aws.lambda_.FunctionLoggingConfigArgs(log_format="Text", log_group=log_group.name),
+            # JSON, so that Lambda filters by level: its own START/END/REPORT lines are INFO, below the
+            # system level (WARN); a request's one line and every error are at or above the application's.
+            logging_config=aws.lambda_.FunctionLoggingConfigArgs(
+                log_format="JSON", log_group=log_group.name,
+                application_log_level=s.application_log_level, system_log_level=s.system_log_level,
+            ),
             opts=pulumi.ResourceOptions(depends_on=after),
         )
         if spec.kind == AGENT:

@@ -13,6 +13,8 @@ import pulumi
 # The values CloudWatch Logs accepts (0 = never expire).
 LOG_RETENTION_DAYS = {0, 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922,
                       3288, 3653}  # fmt: skip
+# Lambda's log levels (its JSON log format filters by them).
+LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL")
 
 
 @dataclass(frozen=True)
@@ -33,14 +35,15 @@ class Settings:
     # functions
     api_memory_mb: int
     api_timeout_s: int
-    authorizer_memory_mb: int
-    authorizer_timeout_s: int
     agent_memory_mb: int
     agent_timeout_s: int
     migrate_memory_mb: int
     migrate_timeout_s: int
     long_poll_ms: int
     log_retention_days: int
+    application_log_level: str  # Lambda's JSON log filter for the functions' own lines
+    system_log_level: str  # and for Lambda's (START/END/REPORT are INFO)
+    key_cache_seconds: int  # how long a function remembers a resolved key: the bound on a revocation
     consumer_function_pattern: str
     tracing: bool
     # api
@@ -100,14 +103,15 @@ def load() -> Settings:
         skip_final_snapshot=boolean("dbSkipFinalSnapshot", not deletion_protection),
         api_memory_mb=integer("apiMemoryMb", 512),
         api_timeout_s=integer("apiTimeoutSeconds", 29),
-        authorizer_memory_mb=integer("authorizerMemoryMb", 256),
-        authorizer_timeout_s=integer("authorizerTimeoutSeconds", 10),
         agent_memory_mb=integer("agentMemoryMb", 256),
         agent_timeout_s=integer("agentTimeoutSeconds", 60),
         migrate_memory_mb=integer("migrateMemoryMb", 512),
         migrate_timeout_s=integer("migrateTimeoutSeconds", 300),
         long_poll_ms=integer("longPollMs", 20000),
         log_retention_days=integer("logRetentionDays", 14),
+        application_log_level=(cfg.get("applicationLogLevel") or "INFO").upper(),
+        system_log_level=(cfg.get("systemLogLevel") or "WARN").upper(),
+        key_cache_seconds=integer("keyCacheSeconds", 30),
         consumer_function_pattern=cfg.get("consumerFunctionPattern") or "postbox-consumer-*",
         tracing=boolean("tracing", False),
         throttle_burst=integer("throttleBurst", 500),
@@ -148,6 +152,10 @@ def _check(s: Settings) -> None:
         raise ValueError("longPollMs must be shorter than apiTimeoutSeconds")
     if not s.consumer_function_pattern.rstrip("*"):
         raise ValueError("consumerFunctionPattern needs a literal prefix (e.g. postbox-consumer-*)")
+    if s.application_log_level not in LOG_LEVELS or s.system_log_level not in LOG_LEVELS:
+        raise ValueError(f"applicationLogLevel and systemLogLevel must be one of {', '.join(LOG_LEVELS)}")
+    if not 0 <= s.key_cache_seconds <= 300:
+        raise ValueError("keyCacheSeconds must be 0..300 (a revoked key is refused within that time)")
     if s.log_retention_days not in LOG_RETENTION_DAYS:
         raise ValueError(f"logRetentionDays must be one of {sorted(LOG_RETENTION_DAYS)}")
     if not 0 <= s.agent_retries <= 2:

@@ -99,8 +99,6 @@ def _outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
             executionArn=f"arn:aws:execute-api:{REGION}:{ACCOUNT}:api123",
             apiEndpoint=f"https://api123.execute-api.{REGION}.amazonaws.com",
         )
-    elif typ == "aws:apigatewayv2/authorizer:Authorizer":
-        out["id"] = "auth123"
     elif typ == "aws:apigatewayv2/integration:Integration":
         out["id"] = f"integ-{name}"
     elif typ == "aws:apigatewayv2/stage:Stage":

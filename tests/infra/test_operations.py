@@ -53,7 +53,7 @@ def test_every_function_but_migrate_waits_for_the_migration_run(monkeypatch):
     run = run_stack("prod")
     (invocation,) = invocations
     assert len(run.of_type("aws:lambda/invocation:Invocation")) == 1
-    assert set(seen) == {f"fn-{n}" for n in (*route_table.FUNCTIONS, "authorizer", "migrate",
+    assert set(seen) == {f"fn-{n}" for n in (*route_table.FUNCTIONS, "migrate",
                                             *(a.name for a in agent_table.AGENTS))}
     for name, depends_on in seen.items():
         assert (invocation in depends_on) == (name != "fn-migrate"), name
@@ -64,7 +64,7 @@ def test_every_function_but_migrate_waits_for_the_migration_run(monkeypatch):
 
 def test_errors_and_throttles_alarm_for_every_function_of_the_tables(prod: StackRun):
     names = all_function_names(prod)
-    assert len(names) == len(route_table.FUNCTIONS) + len(agent_table.AGENTS) + 2
+    assert len(names) == len(route_table.FUNCTIONS) + len(agent_table.AGENTS) + 1  # and migrate; no authorizer
     for metric in ("Errors", "Throttles"):
         watched = {a["dimensions"]["FunctionName"] for a in alarms(prod) if a["metricName"] == metric}
         assert watched == names, metric
@@ -185,7 +185,7 @@ def emitted_by_code() -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for path in (REPO / "functions").rglob("*.py"):
         source = path.read_text()
-        service = re.search(r'instrument\(\s*"([^"]+)"\)', source)
+        service = re.search(r'instrument\(\s*"([^"]+)"[,)]', source)
         if service:
             out.setdefault(service.group(1), set()).update(re.findall(r'add_metric\(\s*name="([^"]+)"', source))
     return out

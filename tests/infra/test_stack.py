@@ -54,7 +54,7 @@ XRAY_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}  # no resou
 
 
 def expected_functions() -> set[str]:
-    return {*route_table.FUNCTIONS, "authorizer", "migrate", *(a.name for a in agent_table.AGENTS)}
+    return {*route_table.FUNCTIONS, "migrate", *(a.name for a in agent_table.AGENTS)}
 
 
 def functions_by_name(run: StackRun) -> dict[str, Recorded]:
@@ -85,17 +85,17 @@ def lambda_role_policies(run: StackRun) -> dict[str, dict]:
 # --- API ---------------------------------------------------------------------------------------
 
 
-def test_one_route_per_table_row_with_the_authorizer(prod: StackRun):
+def test_one_route_per_table_row_straight_to_its_function(prod: StackRun):
+    """No authorizer runs before a surface: each function resolves its requests' keys itself."""
     routes = prod.of_type(ROUTE)
     keys = [r.inputs["routeKey"] for r in routes]
     assert sorted(keys) == sorted(r.route_key for r in route_table.ROUTES)
     assert len(set(keys)) == len(keys)
-    (authorizer,) = prod.of_type("aws:apigatewayv2/authorizer:Authorizer")
     integrations = {i.id: i for i in prod.of_type("aws:apigatewayv2/integration:Integration")}
     by_key = {r.route_key: r for r in route_table.ROUTES}
     for route in routes:
-        assert route.inputs["authorizationType"] == "CUSTOM"
-        assert route.inputs["authorizerId"] == authorizer.id
+        assert route.inputs["authorizationType"] == "NONE"
+        assert not route.inputs.get("authorizerId")
         target = integrations[route.inputs["target"].removeprefix("integrations/")]
         served_by = by_key[route.inputs["routeKey"]].function
         assert target.inputs["integrationUri"].endswith(f":function:postbox-prod-{served_by}/invocations")
@@ -110,20 +110,17 @@ def test_integrations_are_lambda_proxy_payload_2(prod: StackRun):
         assert integ.inputs["timeoutMilliseconds"] <= 30000
 
 
-def test_authorizer_always_runs_and_is_never_cached(prod: StackRun):
-    (auth,) = prod.of_type("aws:apigatewayv2/authorizer:Authorizer")
-    assert auth.inputs["authorizerType"] == "REQUEST"
-    assert auth.inputs["authorizerPayloadFormatVersion"] == "2.0"
-    assert auth.inputs["enableSimpleResponses"] is True
-    assert auth.inputs["authorizerResultTtlInSeconds"] == 0
-    assert not auth.inputs.get("identitySources")
-    assert ":function:postbox-prod-authorizer/" in auth.inputs["authorizerUri"]
+def test_no_authorizer_and_no_authorizer_function(prod: StackRun):
+    assert prod.of_type("aws:apigatewayv2/authorizer:Authorizer") == []
+    assert not [f for f in prod.of_type(FUNCTION) if "authorizer" in f.inputs["name"]]
+    stage = prod.one("aws:apigatewayv2/stage:Stage", "default")
+    assert "authorizer" not in json.dumps(stage.inputs["accessLogSettings"])
 
 
-def test_api_gateway_may_invoke_each_surface_and_the_authorizer(prod: StackRun):
+def test_api_gateway_may_invoke_each_surface_and_nothing_else(prod: StackRun):
     perms = [p for p in prod.of_type("aws:lambda/permission:Permission") if p.name.startswith("apigw-")]
     invoked = {p.inputs["function"] for p in perms}
-    assert invoked == {f"postbox-prod-{n}" for n in (*route_table.FUNCTIONS, "authorizer")}
+    assert invoked == {f"postbox-prod-{n}" for n in route_table.FUNCTIONS}
     for p in perms:
         assert p.inputs["principal"] == "apigateway.amazonaws.com"
         assert p.inputs["action"] == "lambda:InvokeFunction"
@@ -176,10 +173,9 @@ print(json.dumps({{"api_url": run.exports["api_url"], "routes": len(run.of_type(
 # --- functions ---------------------------------------------------------------------------------
 
 
-def test_one_function_per_surface_agent_authorizer_and_migrate(prod: StackRun):
+def test_one_function_per_surface_agent_and_migrate(prod: StackRun):
     fns = functions_by_name(prod)
     assert set(fns) == expected_functions()
-    assert fns["authorizer"].inputs["handler"] == "functions.authorizer.handler"
     assert fns["migrate"].inputs["handler"] == "functions.migrate.handler"
     for name, handler in route_table.FUNCTIONS.items():
         assert fns[name].inputs["handler"] == handler
@@ -237,7 +233,7 @@ def test_function_environment(prod: StackRun):
             expected.update(POSTBOX_DB_USER="postbox_app", POSTBOX_DB_IAM_AUTH="true")
         if name in route_table.FUNCTIONS:
             expected.update(POSTBOX_DB_LISTEN_HOST=CLUSTER_ENDPOINT, POSTBOX_DB_LISTEN_USER="postbox_listen",
-                            POSTBOX_ENCRYPTION_KEYS_SECRET_ARN=keys_secret)
+                            POSTBOX_ENCRYPTION_KEYS_SECRET_ARN=keys_secret, POSTBOX_KEY_CACHE_SECONDS="30")
         if name in queue_surfaces() | {"consumer-dispatch"}:
             expected["POSTBOX_CONSUMER_DISPATCH_FUNCTION"] = "postbox-prod-consumer-dispatch"
         if name == "consumer-dispatch":
@@ -255,6 +251,28 @@ def test_log_group_per_function_with_retention(prod: StackRun):
         group = groups[f"/aws/lambda/{fn.inputs['name']}"]
         assert group.inputs["retentionInDays"] == 14
         assert fn.inputs["loggingConfig"]["logGroup"] == group.inputs["name"]
+
+
+def test_every_function_logs_json_and_drops_lambdas_info_lines(prod: StackRun):
+    """JSON log format, so Lambda filters by level: START/END/REPORT (INFO) fall under the system
+    level WARN; a request's one line (INFO) and every error pass the application level INFO."""
+    for fn in prod.of_type(FUNCTION):
+        config = fn.inputs["loggingConfig"]
+        levels = config["applicationLogLevel"], config["systemLogLevel"]
+        assert (config["logFormat"], *levels) == ("JSON", "INFO", "WARN")
+
+
+def test_log_levels_and_the_key_cache_come_from_config():
+    run = run_stack("staging", {"applicationLogLevel": "warn", "systemLogLevel": "INFO", "keyCacheSeconds": 5})
+    for fn in run.of_type(FUNCTION):
+        config = fn.inputs["loggingConfig"]
+        assert (config["applicationLogLevel"], config["systemLogLevel"]) == ("WARN", "INFO")
+    surfaces = {n: f for n, f in functions_by_name(run).items() if n in route_table.FUNCTIONS}
+    assert {f.inputs["environment"]["variables"]["POSTBOX_KEY_CACHE_SECONDS"] for f in surfaces.values()} == {"5"}
+    for bad in ({"systemLogLevel": "LOUD"}, {"applicationLogLevel": "WARNING"}, {"keyCacheSeconds": -1},
+                {"keyCacheSeconds": 3600}):
+        with pytest.raises(Exception, match="LogLevel|keyCacheSeconds"):
+            run_stack("staging", bad)
 
 
 def test_sizes_come_from_config():
