@@ -66,11 +66,18 @@ class Claim(_Strict):
     visibility_timeout_s: Annotated[int, Field(ge=1, le=MAX_VISIBILITY_S)] | None = None
 
 
+class LeanClaim(Claim):
+    """The lean-answer extension: `attributes` names the document's fields each claimed message
+    answers besides id and claim_token (absent: the full representation)."""
+
+    attributes: Annotated[list[Annotated[str, Field(pattern=r"^[a-z_]{1,64}$")]], Field(max_length=64)] | None = None
+
+
 Token = Annotated[str, Field(max_length=64)]
 SubscriptionId = Annotated[str, Field(pattern=UUID_TEXT)]
 
 
-class QueueClaim(Claim):
+class QueueClaim(LeanClaim):
     """A claim through the queue's route; `subscription_id` makes it that subscription's claim."""
 
     subscription_id: SubscriptionId | None = None
@@ -138,7 +145,7 @@ def publish(scope_id: str, queue_id: str, request: Annotated[Publish, Body()]):
 def claim(scope_id: str, queue_id: str, body: Annotated[QueueClaim | None, Body()] = None):
     body = body or QueueClaim()
     return data(messages.claim(caller(), scope_id, queue_id, body.batch_size, body.visibility_timeout_s,
-                               body.subscription_id))
+                               body.subscription_id, attributes=body.attributes))
 
 
 @router.get(QUEUE + "/messages")

@@ -28,6 +28,8 @@ from .subscriptions import sub_id_of
 SCHEMA_STALE = "SCAIQUEUE_SCHEMA_STALE"
 SUBSCRIBER_ACTIONS = ("complete", "fail", "release")
 ACTIONS = {"complete": CONSUME, "fail": CONSUME, "release": CONSUME, "extend": CONSUME, "cancel": MANAGE}
+# The fields a lean claim asks for (a JSON array; NULL: the full documents), read by work_claim_answer.
+ATTRIBUTES = "set_config('postbox.claim_attributes', %s, true)"
 
 
 def publish(principal: Principal, scope_id: str, queue_id: str, message: dict[str, Any]) -> tuple[dict, bool]:
@@ -58,21 +60,30 @@ def publish(principal: Principal, scope_id: str, queue_id: str, message: dict[st
 
 
 def claim(principal: Principal, scope_id: str, queue_id: str, batch_size: int,
-          visibility_timeout_s: int | None, subscription_id: str | None = None) -> list[dict[str, Any]]:
+          visibility_timeout_s: int | None, subscription_id: str | None = None,
+          attributes: list[str] | None = None) -> list[dict[str, Any]]:
     """Up to `batch_size` messages in the queue's order, each with its claim token; a subscriber's
-    claim (a subscription named, or a work key subscribing to the queue) is its subscription's."""
+    claim (a subscription named, or a work key subscribing to the queue) is its subscription's.
+    With `attributes` (the lean-answer extension) each message answers only those fields besides id
+    and claim_token (work_claim_answer)."""
     tenant_id = require(principal, CONSUME)
     scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
     gate = guard(principal, tenant_id, scope_id, CONSUME, queue=queue_id)
     with db.connection() as conn, db.domain_errors():
         if subscription_id is None and not principal.is_work_key:
-            return conn.execute(f"SELECT work_claim(%s, %s, %s, %s, %s, %s, %s, %s) FROM {ENTER} _",
+            return conn.execute(f"SELECT work_claim(%s, %s, %s, %s, %s, %s, %s, %s) FROM {ENTER} _, {ATTRIBUTES} a",
                                 (tenant_id, scope_id, queue_id, batch_size, visibility_timeout_s, principal.key_id,
-                                 *principal.actor, gate)).fetchone()[0]
-        return conn.execute(f"SELECT work_claim_as(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) FROM {ENTER} _",
+                                 *principal.actor, gate, _attributes(attributes))).fetchone()[0]
+        return conn.execute(f"SELECT work_claim_as(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                            f"FROM {ENTER} _, {ATTRIBUTES} a",
                             (tenant_id, scope_id, queue_id, _subscription(subscription_id), batch_size,
                              visibility_timeout_s, principal.key_id, *principal.actor, principal.is_work_key,
-                             gate)).fetchone()[0]
+                             gate, _attributes(attributes))).fetchone()[0]
+
+
+def _attributes(attributes: list[str] | None) -> str | None:
+    """What work_claim_answer reads: NULL for the full documents, else the names asked for."""
+    return None if attributes is None else as_json(attributes)
 
 
 def _subscription(value: str | None) -> str | None:

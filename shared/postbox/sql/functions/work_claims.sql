@@ -189,6 +189,5 @@ BEGIN
     IF cardinality(v_all) = 0 THEN
         RETURN '[]'::json;
     END IF;
-    RETURN (SELECT json_agg(d ORDER BY u.n)
-            FROM unnest(v_claimed) WITH ORDINALITY u(id, n) JOIN work_message_docs d ON d.id = u.id);
+    RETURN work_claim_answer(v_claimed);  -- the full documents, or the fields asked for (work_claim_answers.sql)
 END $$;
