@@ -97,18 +97,20 @@ SELECT array_agg(d.id) FROM done d
 
 
 class WorkClient:
-    """The work surface's domain layer, called as its handler calls it."""
+    """The work surface's domain layer, called as its handler calls it (with `attributes`, its claims
+    ask for lean answers: those fields besides id and claim_token)."""
 
-    def __init__(self, principal: Any, scope: str, queue: str) -> None:
+    def __init__(self, principal: Any, scope: str, queue: str, attributes: list[str] | None = None) -> None:
         from postbox.work import messages
 
         self.messages, self.principal, self.scope, self.queue = messages, principal, scope, queue
+        self.lean = {} if attributes is None else {"attributes": attributes}
 
     def send(self, msg: Any) -> str:
         return self.messages.publish(self.principal, self.scope, self.queue, {"body": msg})[0]["id"]
 
     def take(self, qty: int) -> list[str]:
-        claimed = self.messages.claim(self.principal, self.scope, self.queue, qty, VT)
+        claimed = self.messages.claim(self.principal, self.scope, self.queue, qty, VT, **self.lean)
         if not claimed:
             return []
         items = [{"id": m["id"], "claim_token": m["claim_token"]} for m in claimed]

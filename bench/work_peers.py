@@ -198,8 +198,9 @@ class Bench:
         return ratio
 
     # -- claim(100) + complete(100) until empty
-    def _drain_work(self, floor: bool = False) -> tuple[float, str]:
-        """The work surface's domain layer; or, with `floor`, only the two bare statements a claim and a
+    def _drain_work(self, floor: bool = False, lean: bool = False) -> tuple[float, str]:
+        """The work surface's domain layer (with `lean`, its claims answer ids and claim tokens only:
+        the lean-answer extension); or, with `floor`, only the two bare statements a claim and a
         completion cannot do without on its table (bench/work.py's floor: no function, scope, ACL,
         counters, journal or documents; a claim answers ids and tokens)."""
         n = self.scale.backlog
@@ -209,13 +210,13 @@ class Bench:
         if floor:
             make = lambda: FloorClient(self.url, self.scope, self._queue_pk(self.fifo))  # noqa: E731
         else:
-            make = lambda: WorkClient(self.principal, self.scope, self.fifo)  # noqa: E731
+            make = lambda: WorkClient(self.principal, self.scope, self.fifo, [] if lean else None)  # noqa: E731
         with common.CpuMeter(PostgreSQL=common.postmaster_pid(self.url)) as meter:
             seconds, done = drain(make, BATCH)
         left, completed = self._sql(
             "SELECT count(*) FILTER (WHERE ended_at IS NULL), count(*) FILTER (WHERE state = 'completed') "
             "FROM work_messages WHERE queue_id = %(q)s", q=self._queue_pk(self.fifo))
-        side = "floor" if floor else "work surface"
+        side = "floor" if floor else "work surface, lean" if lean else "work surface"
         print(f"   {side}: {meter.per_call(max(len(done) // BATCH, 1), f'pair of {BATCH}')}",
               flush=True)
         return n / seconds, _once(len(done), len(set(done)), left, completed, n)
@@ -237,6 +238,7 @@ class Bench:
         n = self.scale.backlog
         sides = {"work surface": self._drain_work,
                  **{name: (lambda p=peer: self._drain_peer(p)) for name, peer in self.peers.items()},
+                 "work surface, lean": lambda: self._drain_work(lean=True),
                  "floor": lambda: self._drain_work(floor=True)}
         best: dict[str, float] = {}
         checks: dict[str, list[str]] = {name: [] for name in sides}
@@ -247,10 +249,12 @@ class Bench:
                 print(f"   round {turn + 1}: {name} {got:,.0f}/s, exactly once: {check}", flush=True)
                 best[name] = max(best.get(name, 0.0), got)
                 checks[name].append(check)
-        ours, floor = best.pop("work surface"), best.pop("floor")
+        ours, lean, floor = best.pop("work surface"), best.pop("work surface, lean"), best.pop("floor")
         self.figures["drain"] = self._row(f"a. claim({BATCH})+complete({BATCH})", n, ours, best,
                                           "best of 2 rounds; " + ", ".join(f"{k} {v:,.0f}/s"
                                                                            for k, v in best.items()))
+        self._row(f"a. claim({BATCH}, attributes=[])+complete", n, lean, best,
+                  "the lean-answer extension: ids and claim tokens only")
         self._row("a. floor: the table's bare statements", n, floor, best,
                   "no contract: ids and tokens, no journal, counters, checks")
         for name, results in checks.items():
