@@ -167,17 +167,19 @@ def test_a_work_key_whose_subject_subscribes_claims_as_its_subscription(gateway,
 def test_auto_claim_on_a_competing_queue_assigns_what_the_filter_lets_through(gateway, api):
     scope, queue, base = _setup(api)
     sub = _subscribe(api, base, queue, "reviewer", filter=RED, auto_claim=True, max_in_flight=2)
-    for colour in ("red", "blue", "red", "red"):
-        _ok(api.post(f"{base}/queues/{queue['id']}/messages", json={"body": colour, "labels": {"colour": colour}}),
-            201)
-    assert assign.assign_due() >= 2  # the work-auto-claim agent's sweep
+    answers = [_ok(api.post(f"{base}/queues/{queue['id']}/messages",
+                            json={"body": colour, "labels": {"colour": colour}}), 201)
+               for colour in ("red", "blue", "red", "red")]
+    assert [a["state"] for a in answers] == ["claimed", "pending", "claimed", "pending"]  # then max_in_flight
+    assert "claim_token" not in answers[0]  # the subscriber's claim is not the publisher's to finish
+    # the publish claims for it (while it holds fewer than max_in_flight): no agent needed
     inbox = _ok(api.get(f"{base}/subscriptions/{sub['id']}/deliveries"))
     assert len(inbox) == 2 and {m["labels"]["colour"] for m in inbox} == {"red"}
     assert all(m["claim_token"] and m["subscription_id"] == sub["id"] for m in inbox)
     for m in inbox:
         _ok(api.post(f"{base}/subscriptions/{sub['id']}/messages/{m['id']}/complete",
                      json={"claim_token": m["claim_token"]}))
-    assign.assign_due()
+    assert assign.assign_due() >= 1  # the work-auto-claim agent's sweep assigns what waited
     [last] = _ok(api.get(f"{base}/subscriptions/{sub['id']}/deliveries"))
     assert last["labels"]["colour"] == "red"
     [blue] = _ok(api.post(f"{base}/queues/{queue['id']}/messages/claim", json={"batch_size": 10}))
@@ -297,3 +299,27 @@ def test_what_a_subscriber_cannot_mean_is_refused_by_name(gateway, api):
         err = _error(twice.post(claim), 422, "VALIDATION_ERROR")
         assert err["details"][0]["field"] == "subscription_id"
     del other_queue
+
+
+def test_concurrent_publishes_never_assign_more_than_max_in_flight(gateway, api):
+    scope, queue, base = _setup(api)
+    sub = _subscribe(api, base, queue, "inbox", auto_claim=True, max_in_flight=5)
+    states: Counter = Counter()
+    lock = threading.Lock()
+
+    def publish() -> None:
+        with client(gateway.url, api.tenant.key) as c:
+            for i in range(10):
+                state = _ok(c.post(f"{base}/queues/{queue['id']}/messages", json={"body": str(i)}), 201)["state"]
+                with lock:
+                    states[state] += 1
+
+    threads = [threading.Thread(target=publish) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert states == {"claimed": 5, "pending": 55}
+    assert _ok(api.get(f"{base}/subscriptions/{sub['id']}"))["deliveries"] == {"in_flight": 5}
+    stats = _ok(api.get(f"{base}/queues/{queue['id']}/stats"))
+    assert stats["depth_claimed"] == 5 and stats["depth_pending"] == 55

@@ -209,3 +209,44 @@ BEGIN
             FROM unnest(p_ids) u(id)
             LEFT JOIN work_messages m ON m.id = u.id AND m.queue_id = x.queue_id AND m.claimed_for = x.id);
 END $$;
+
+-- A message just published into a competing queue (p_answer: work_publish's), claimed at once for
+-- an active auto-claimed pull subscription whose filter lets it through and that holds fewer than
+-- max_in_flight (the one holding fewest, then the oldest), as the work-auto-claim agent would.
+-- The subscriptions are locked, so concurrent publishes cannot assign more than max_in_flight.
+-- The claim is journalled (not emitted: the publish has written counter rows, and the journal lock
+-- must come before them). The publisher is answered the message claimed, without the claim token.
+CREATE OR REPLACE FUNCTION work_assign_published(q work_queues, p_answer jsonb) RETURNS jsonb
+LANGUAGE plpgsql AS $$
+DECLARE
+    m work_messages;
+    x work_subscriptions;
+    v_now timestamptz := clock_timestamp();
+BEGIN
+    SELECT * INTO m FROM work_messages WHERE id = (p_answer#>>'{message,id}')::uuid AND state = 'pending'
+      AND visible_at <= v_now AND (expires_at IS NULL OR expires_at > v_now);
+    IF NOT FOUND THEN
+        RETURN p_answer;
+    END IF;
+    PERFORM 1 FROM work_subscriptions s
+    WHERE s.queue_id = q.id AND s.state = 'active' AND s.auto_claim AND s.delivery_mode = 'pull'
+    ORDER BY s.id FOR UPDATE;
+    SELECT s.* INTO x FROM work_subscriptions s
+    WHERE s.queue_id = q.id AND s.state = 'active' AND s.auto_claim AND s.delivery_mode = 'pull'
+      AND work_cond(nullif(nullif(s.filter, 'null'::jsonb), '{}'::jsonb), work_row_subject(m, q.slug))
+      AND work_subscription_held(s.id) < s.max_in_flight
+    ORDER BY work_subscription_held(s.id), s.created_at, s.id LIMIT 1;
+    IF x.id IS NULL THEN
+        RETURN p_answer;
+    END IF;
+    UPDATE work_messages SET state = 'claimed', attempts = attempts + 1,
+           claimed_by = x.subscriber_type || ':' || x.subscriber_id, claim_token = gen_random_uuid(), claimed_at = v_now, claimed_for = x.id, updated_at = v_now,
+           visible_at = v_now + visibility_timeout_s * interval '1 second'
+    WHERE id = m.id RETURNING * INTO m;
+    PERFORM work_count(q.id, -1, 1, 0, 0, 0);
+    INSERT INTO work_journal (scope_id, tenant_id, event_type, message_id, queue_id, correlation_id, actor_type,
+                              actor_id, attempts, emit, payload)
+    VALUES (m.scope_id, m.tenant_id, 'scaiqueue.message.claimed', m.id, q.id, m.correlation_id, 'system',
+            'work-auto-claim', m.attempts, false, jsonb_build_object('subscription_id', x.id));
+    RETURN jsonb_build_object('message', work_message_doc(m.id) - 'claim_token', 'replayed', false);
+END $$;

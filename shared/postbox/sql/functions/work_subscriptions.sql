@@ -33,8 +33,14 @@ DECLARE
     v_now timestamptz := clock_timestamp();
     n int;
 BEGIN
-    IF q.consumer_mode <> 'broadcast' OR (p_answer->>'replayed')::boolean THEN
+    IF (p_answer->>'replayed')::boolean THEN
         RETURN p_answer;
+    ELSIF q.consumer_mode <> 'broadcast' THEN  -- a competing queue: an auto-claimed subscription may take it
+        IF NOT EXISTS (SELECT 1 FROM work_subscriptions x WHERE x.queue_id = q.id AND x.state = 'active'
+                       AND x.auto_claim AND x.delivery_mode = 'pull') THEN
+            RETURN p_answer;
+        END IF;
+        RETURN work_assign_published(q, p_answer);
     END IF;
     v_id := (p_answer#>>'{message,id}')::uuid;
     PERFORM 1 FROM work_subscriptions x
