@@ -14,7 +14,7 @@ import pytest
 
 from postbox import config, db
 from postbox.errors import Unprocessable
-from postbox.work import messages, push, queues, scopes, subscriptions
+from postbox.work import browse, messages, push, queues, scopes, subscriptions
 from support.clock import wait_for_db_clock
 
 
@@ -131,3 +131,26 @@ def test_push_needs_a_url_and_switching_makes_a_secret(tenant, feed):
     assert switched["push_secret"].startswith("whsec_")
     again = subscriptions.update(tenant.principal, s["id"], pull["id"], {"max_in_flight": 3})
     assert "push_secret" not in again
+
+
+def test_a_push_subscription_on_a_competing_queue_gets_what_its_filter_lets_through(tenant, receiver):
+    s = scopes.create_scope(tenant.principal, {"slug": "hooks-competing"})
+    q = queues.create_queue(tenant.principal, s["id"], {"slug": "jobs"})
+    sub = _push_sub(tenant, s, q, receiver.url, filter={"field": "type", "op": "eq", "value": "hook"})
+    hook = messages.publish(tenant.principal, s["id"], q["id"], {"body": "h", "type": "hook"})[0]
+    other = messages.publish(tenant.principal, s["id"], q["id"], {"body": "o", "type": "other"})[0]
+    assert push.deliver() == 1
+    [(headers, body)] = receiver.got
+    assert body["id"] == hook["id"] and body["subscription_id"] == sub["id"] and "claim_token" not in body
+    assert headers["X-Scaiqueue-Delivery"] == f"{sub['id']}/{hook['id']}/1"
+    assert browse.get_message(tenant.principal, s["id"], q["id"], hook["id"])["state"] == "completed"
+    assert browse.get_message(tenant.principal, s["id"], q["id"], other["id"])["state"] == "pending"
+    assert subscriptions.processed(tenant.principal, sub["id"], [hook["id"], other["id"]]) == {
+        hook["id"]: True, other["id"]: False}
+    receiver.answers = [500]
+    failed = messages.publish(tenant.principal, s["id"], q["id"], {"body": "f", "type": "hook"})[0]
+    assert push.deliver() == 1
+    back = browse.get_message(tenant.principal, s["id"], q["id"], failed["id"])
+    assert back["state"] == "pending" and back["failure_reason"] == "push: HTTP 500" and back["attempts"] == 1
+    subscriptions.delete(tenant.principal, s["id"], sub["id"])  # its pending work is no later test's
+    assert browse.get_message(tenant.principal, s["id"], q["id"], failed["id"])["state"] == "pending"
