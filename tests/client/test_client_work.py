@@ -83,6 +83,26 @@ def test_subscription_inbox(pb):
     assert mine["id"] == sent["id"] and mine["claim_token"] and cursor is None
 
 
+def test_subscribers_claim_and_finish_through_the_queue(pb):
+    scope = pb.work.create_scope("atelier")
+    jobs = pb.work.create_queue(scope, "jobs")
+    feed = pb.work.create_queue(scope, "alerts", consumer_mode="broadcast")
+    painter = pb.work.subscribe(scope, jobs, "painter", filter={"field": "type", "op": "eq", "value": "paint"})
+    pager = pb.work.subscribe(scope, feed, "pager")
+    pb.work.publish(scope, jobs, "sweep", type="sweep")
+    paint = pb.work.publish(scope, jobs, "red", type="paint")
+    alert = pb.work.publish(scope, feed, "disk full")
+    [got] = pb.work.claim(scope, jobs, 10, subscription=painter)
+    assert got["id"] == paint["id"] and got["subscription_id"] == painter["id"]
+    assert pb.work.complete(scope, got, {"ok": True})["state"] == "completed"
+    [delivered] = pb.work.claim(scope, feed, subscription=pager)
+    assert delivered["id"] == alert["id"]
+    done = pb.work.complete(scope, delivered)  # the subscription's own delivery: the message it carries says so
+    assert done["subscription_id"] == pager["id"] and done["message_state"] == "completed"
+    everything, _ = pb.work.messages(scope, jobs, None)
+    assert [m["state"] for m in everything] == ["pending", "completed"]
+
+
 def test_async_consume(gateway, tenant):
     async def main():
         async with AsyncClient(gateway.url, tenant.key) as pb:

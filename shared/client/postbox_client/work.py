@@ -44,6 +44,13 @@ def _token(message: str | Message, fields: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
+def _held_by(message: str | Message, fields: dict[str, Any]) -> dict[str, Any]:
+    """A message a subscription claimed (it carries `subscription_id`) ends that subscription's delivery."""
+    if isinstance(message, dict) and message.get("subscription_id") and "subscription_id" not in fields:
+        return {**fields, "subscription_id": message["subscription_id"]}
+    return fields
+
+
 class WorkCalls:
     """The routes, one method each. Scopes, queues and messages may be given as ids or as the dicts
     the API answered."""
@@ -100,10 +107,13 @@ class WorkCalls:
                                 parse=_data))
 
     def claim(self, scope: str | dict, queue: str | dict, batch_size: int = 1,
-              visibility_timeout_s: int | None = None) -> list[Message]:
+              visibility_timeout_s: int | None = None, *, subscription: str | dict | None = None) -> list[Message]:
+        """Up to batch_size messages; naming a `subscription` makes it that subscription's claim."""
         body: dict[str, Any] = {"batch_size": batch_size}
         if visibility_timeout_s is not None:
             body["visibility_timeout_s"] = visibility_timeout_s
+        if subscription is not None:
+            body["subscription_id"] = _id(subscription)
         return self._post(f"/scopes/{_id(scope)}/queues/{_id(queue)}/messages/claim", body)
 
     def _finish(self, scope: str | dict, message: str | Message, action: str, fields: dict[str, Any]) -> Message:
@@ -111,14 +121,14 @@ class WorkCalls:
                           idempotent=action == "extend")
 
     def complete(self, scope: str | dict, message: str | Message, response: dict[str, Any] | None = None) -> Message:
-        return self._finish(scope, message, "complete", {"response": response})
+        return self._finish(scope, message, "complete", _held_by(message, {"response": response}))
 
     def fail(self, scope: str | dict, message: str | Message, reason: str = "") -> Message:
         """Back to pending after the backoff, or to the dead letter after the last attempt."""
-        return self._finish(scope, message, "fail", {"reason": reason})
+        return self._finish(scope, message, "fail", _held_by(message, {"reason": reason}))
 
     def release(self, scope: str | dict, message: str | Message) -> Message:
-        return self._finish(scope, message, "release", {})
+        return self._finish(scope, message, "release", _held_by(message, {}))
 
     def extend(self, scope: str | dict, message: str | Message, seconds: int) -> Message:
         return self._finish(scope, message, "extend", {"seconds": seconds})
@@ -133,8 +143,9 @@ class WorkCalls:
                 for item in items]
         return self._post(f"/scopes/{_id(scope)}/messages/{quote(action, safe='')}-batch", {"items": body})
 
-    def messages(self, scope: str | dict, queue: str | dict, state: str = "pending", *, limit: int = 50,
+    def messages(self, scope: str | dict, queue: str | dict, state: str | None = "pending", *, limit: int = 50,
                  cursor: str | None = None) -> tuple[list[Message], str | None]:
+        """A page of the queue's messages in one state, or in every state (None), oldest first."""
         return self._get(f"/scopes/{_id(scope)}/queues/{_id(queue)}/messages",
                          {"state": state, "limit": limit, "cursor": cursor}, _page)
 
@@ -149,7 +160,7 @@ class WorkCalls:
 
     def subscribe(self, scope: str | dict, queue: str | dict, subscriber_id: str, *,
                   subscriber_type: str = "agent", **fields: Any) -> dict[str, Any]:
-        """A subscription on a broadcast queue (filter, delivery_mode, push_url, auto_claim, max_in_flight)."""
+        """A subscription on a queue of either mode (filter, delivery_mode, push_url, auto_claim, max_in_flight)."""
         return self._post(f"/scopes/{_id(scope)}/subscriptions",
                           {"subscriber_type": subscriber_type, "subscriber_id": subscriber_id,
                            "queue_id": str(queue["id"] if isinstance(queue, dict) else queue), **fields})
@@ -174,7 +185,7 @@ def _response(result: Any) -> dict[str, Any] | None:
 class Work(WorkCalls):
     """Sync work-queue client."""
 
-    def iter_messages(self, scope: str | dict, queue: str | dict, state: str = "pending", *,
+    def iter_messages(self, scope: str | dict, queue: str | dict, state: str | None = "pending", *,
                       page: int = 200) -> Iterator[Message]:
         cursor = None
         while True:
