@@ -166,6 +166,8 @@ def delete_queue(principal: Principal, name: str) -> dict[str, Any]:
         ).fetchall()
         if users:
             raise Conflict(f"Queue {users[0][0]!r} uses {name!r} as its dead-letter queue.")
+        # What its counters hold back for the tenant's usage is folded in before they go.
+        conn.execute("SELECT queue_usage_fold(%s, NULL, 0)", (queue.ref.id,))
         waiting = engine.purge(conn, queue.ref.id)
         conn.execute("DELETE FROM queue_archive WHERE queue_id = %s", (queue.ref.id,))
         conn.execute("DELETE FROM queue_counters WHERE queue_id = %s", (queue.ref.id,))

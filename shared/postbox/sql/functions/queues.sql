@@ -143,8 +143,67 @@ LANGUAGE sql AS $$
     RETURNING true
 $$;
 
+-- Move what a queue's counter rows hold back (their pending sends: usage_pending_max, tenancy.sql)
+-- into its tenant's monthly messages and stored bytes: the row of one slot, or of every slot when
+-- p_slot is null (before the queue's counters are deleted with it). Of a row's pending messages,
+-- the last p_recent were sent this month, the rest in its pending_month.
+CREATE OR REPLACE FUNCTION queue_usage_fold(p_queue bigint, p_slot int, p_recent bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_tenant uuid := (SELECT tenant_id FROM queues WHERE id = p_queue);
+    v_month date := date_trunc('month', clock_timestamp())::date;
+    r record;
+BEGIN
+    FOR r IN SELECT c.slot, c.pending_messages, c.pending_bytes, c.pending_month FROM queue_counters c
+             WHERE c.queue_id = p_queue AND (p_slot IS NULL OR c.slot = p_slot)
+               AND (c.pending_messages <> 0 OR c.pending_bytes <> 0)
+             ORDER BY c.slot FOR UPDATE LOOP
+        UPDATE queue_counters SET pending_messages = 0, pending_bytes = 0, pending_month = NULL
+        WHERE queue_id = p_queue AND slot = r.slot;
+        INSERT INTO tenant_monthly_messages AS u (tenant_id, month, slot, messages)
+        SELECT v_tenant, f.month, counter_slot(x'434d'::int, counter_key(v_tenant)), f.n  -- "CM"
+        FROM (VALUES (r.pending_month, r.pending_messages - p_recent), (v_month, p_recent)) f(month, n)
+        WHERE f.n > 0
+        ON CONFLICT (tenant_id, month, slot) DO UPDATE SET messages = u.messages + excluded.messages;
+        IF r.pending_bytes <> 0 THEN
+            INSERT INTO tenant_storage AS t (tenant_id, slot, stored_bytes)
+            VALUES (v_tenant, counter_slot(x'4353'::int, counter_key(v_tenant)), r.pending_bytes)  -- "CS"
+            ON CONFLICT (tenant_id, slot) DO UPDATE SET stored_bytes = t.stored_bytes + excluded.stored_bytes;
+        END IF;
+    END LOOP;
+END $$;
+
+-- A send counts itself with one row write: p_n messages of p_bytes on queue p_queue's counters, on
+-- the slot counter_slot picks, where they are also held back for the tenant's usage (pending) until
+-- the row holds usage_pending_max() or messages of an earlier month; then this send folds the row
+-- (queue_usage_fold). Its insert's trigger stood aside (postbox.counted).
+CREATE OR REPLACE FUNCTION queue_count_sent(p_queue bigint, p_n bigint, p_bytes bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_month date := date_trunc('month', clock_timestamp())::date;
+    v_slot int;
+    v_held_messages bigint;
+    v_held_bytes bigint;
+    v_held_month date;
+BEGIN
+    INSERT INTO queue_counters AS c (queue_id, slot, sent, live_bytes, pending_messages, pending_bytes, pending_month)
+    VALUES (p_queue, counter_slot(x'4351'::int, p_queue), p_n, p_bytes, p_n, p_bytes, v_month)  -- "CQ"
+    ON CONFLICT (queue_id, slot) DO UPDATE SET
+        sent = c.sent + excluded.sent,
+        live_bytes = c.live_bytes + excluded.live_bytes,
+        pending_messages = c.pending_messages + excluded.pending_messages,
+        pending_bytes = c.pending_bytes + excluded.pending_bytes,
+        pending_month = coalesce(c.pending_month, excluded.pending_month)
+    RETURNING c.slot, c.pending_messages, c.pending_bytes, c.pending_month
+    INTO v_slot, v_held_messages, v_held_bytes, v_held_month;
+    IF v_held_messages >= (usage_pending_max()).messages OR v_held_bytes >= (usage_pending_max()).bytes
+       OR v_held_month <> v_month THEN
+        PERFORM queue_usage_fold(p_queue, v_slot, CASE WHEN v_held_month <> v_month THEN p_n ELSE 0 END);
+    END IF;
+END $$;
+
 -- queue_insert appends messages to queue `q` (already found) within the plan's limits, counts them
--- in the tenant's month, wakes long polls and answers, beside each new id, the queue's id when this
+-- (queue_count_sent), wakes long polls and answers, beside each new id, the queue's id when this
 -- send took the kick: a queue with an enabled consumer and no dispatch on its way. A queue without a
 -- consumer pays nothing (the queue row is already in hand); a busy consumer costs one primary-key
 -- read. Each message has its own delay and headers; `p_ids`, when given, are ids already drawn
@@ -157,11 +216,9 @@ DECLARE
     v_n int := cardinality(p_messages);
     v_kick boolean := false;
 BEGIN
-    PERFORM plan_check(p_tenant, p_largest, v_n, 0);
-    INSERT INTO tenant_monthly_messages AS u (tenant_id, month, slot, messages)
-    VALUES (p_tenant, date_trunc('month', clock_timestamp())::date,
-            counter_slot(x'434d'::int, counter_key(p_tenant)), v_n)  -- "CM"
-    ON CONFLICT (tenant_id, month, slot) DO UPDATE SET messages = u.messages + excluded.messages;
+    IF plan_within(p_tenant, p_largest, v_n) IS NOT TRUE THEN  -- near a limit, or over one
+        PERFORM plan_check(p_tenant, p_largest, v_n, 0);
+    END IF;
     IF EXISTS (SELECT 1 FROM waiters WHERE channel = 'queue_' || q.id AND until > clock_timestamp()) THEN
         PERFORM pg_notify('queue_' || q.id, '');
     END IF;
@@ -170,6 +227,7 @@ BEGIN
        AND NOT EXISTS (SELECT 1 FROM consumer_kicks WHERE queue_id = q.id AND until > clock_timestamp()) THEN
         v_kick := coalesce(consumer_kick_take(q.id, 90), false);
     END IF;
+    PERFORM set_config('postbox.counted', 'on', true);  -- queue_count_sent counts the insert
     IF p_ids IS NULL THEN
         RETURN QUERY
         INSERT INTO queue_messages (queue_id, vt, message, headers, size)
@@ -183,6 +241,10 @@ BEGIN
         SELECT q.id, u.i, clock_timestamp() + u.d * interval '1 second', u.m::jsonb, u.h, u.s
         FROM unnest(p_messages, p_sizes, p_delays, p_headers, p_ids) AS u(m, s, d, h, i)
         RETURNING queue_messages.msg_id, CASE WHEN v_kick THEN q.id END;
+    END IF;
+    PERFORM set_config('postbox.counted', 'off', true);
+    IF v_n > 0 THEN
+        PERFORM queue_count_sent(q.id, v_n, (SELECT sum(s) FROM unnest(p_sizes) s));
     END IF;
 END $$;
 

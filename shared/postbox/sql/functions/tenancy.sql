@@ -1,23 +1,69 @@
 -- Plan limits in one place: every path that reads a tenant's plan and usage, or enforces a limit,
--- calls these two functions (queue_send in SQL, queue creation and the queue listing in Python).
+-- calls these functions (queue_send in SQL, queue creation and the queue listing in Python).
+--
+-- A tenant's usage is its folded figures (tenant_monthly_messages for the month, tenant_storage)
+-- plus what its queue counter rows still hold back: a send adds its messages and bytes to the
+-- counter row it writes anyway (queue_counters' pending columns) and moves them into the folded
+-- figures (queue_usage_fold) once that row holds usage_pending_max() or more. So each of a queue's
+-- 8 counter slots holds back less than that bound whenever no send is in flight, and a send far
+-- from every limit (plan_within) needs no count of what is held back.
+
+-- The most one queue counter row holds back once its send has committed: under 64 messages and
+-- under 64 KiB (a send that reaches either folds the row).
+CREATE OR REPLACE FUNCTION usage_pending_max(OUT messages bigint, OUT bytes bigint)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT 64::bigint, 65536::bigint
+$$;
+
+-- What a tenant's queue counter rows hold back: messages sent in p_month, and bytes.
+CREATE OR REPLACE FUNCTION usage_pending(p_tenant uuid, p_month date, OUT messages bigint, OUT bytes bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT coalesce(sum(c.pending_messages) FILTER (WHERE c.pending_month = p_month), 0)::bigint,
+           coalesce(sum(c.pending_bytes), 0)::bigint
+    FROM queues q JOIN queue_counters c ON c.queue_id = q.id
+    WHERE q.tenant_id = p_tenant
+$$;
+
 CREATE OR REPLACE FUNCTION plan_usage(p_tenant uuid) RETURNS TABLE (
     max_queues int, messages_month bigint, max_message_bytes int, storage_bytes bigint, retention_days int,
     used_queues bigint, used_storage_bytes bigint, used_messages_month bigint
 ) LANGUAGE sql STABLE AS $$
     SELECT p.max_queues, p.messages_month, p.max_message_bytes, p.storage_bytes, p.retention_days,
            (SELECT count(*) FROM queues WHERE tenant_id = t.id),
-           (SELECT coalesce(sum(stored_bytes), 0) FROM tenant_storage WHERE tenant_id = t.id),
+           (SELECT coalesce(sum(stored_bytes), 0) FROM tenant_storage WHERE tenant_id = t.id) + h.bytes,
            (SELECT coalesce(sum(messages), 0) FROM tenant_monthly_messages
-             WHERE tenant_id = t.id AND month = date_trunc('month', clock_timestamp())::date)
+             WHERE tenant_id = t.id AND month = m.month) + h.messages
     FROM tenants t JOIN plans p ON p.name = t.plan
+    CROSS JOIN (SELECT date_trunc('month', clock_timestamp())::date AS month) m
+    CROSS JOIN LATERAL usage_pending(t.id, m.month) h
+    WHERE t.id = p_tenant
+$$;
+
+-- True when a send of p_messages messages, the largest p_largest bytes, is within every limit by
+-- the folded figures alone with room to spare for all that a tenant's counter rows could hold back
+-- (8 slots a queue, usage_pending_max() each, the plan's max_queues queues): such a send passes
+-- plan_check whatever the rows hold, so a send asks plan_check only when this is not true. Plain
+-- SQL, so the planner inlines it into the caller's statement.
+CREATE OR REPLACE FUNCTION plan_within(p_tenant uuid, p_largest int, p_messages int) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+    SELECT p_largest <= p.max_message_bytes
+       AND (SELECT coalesce(sum(messages), 0) FROM tenant_monthly_messages
+            WHERE tenant_id = p_tenant AND month = date_trunc('month', clock_timestamp())::date)
+           + p_messages + 8 * p.max_queues * k.messages <= p.messages_month
+       AND (SELECT coalesce(sum(stored_bytes), 0) FROM tenant_storage WHERE tenant_id = p_tenant)
+           + 8 * p.max_queues * k.bytes < p.storage_bytes
+    FROM tenants t JOIN plans p ON p.name = t.plan CROSS JOIN usage_pending_max() k
     WHERE t.id = p_tenant
 $$;
 
 -- Refuse what would go over the plan: a message larger than allowed (p_largest bytes), p_messages
--- more messages this month, any message once storage is used up, p_queues more queues.
+-- more messages this month, any message once storage is used up, p_queues more queues. Usage is
+-- counted whole: the folded figures and what the tenant's counter rows hold back.
 CREATE OR REPLACE FUNCTION plan_check(p_tenant uuid, p_largest int, p_messages int, p_queues int) RETURNS void
 LANGUAGE plpgsql STABLE AS $$
-DECLARE lim plans;
+DECLARE
+    lim plans;
+    u record;
 BEGIN
     SELECT p.* INTO lim FROM tenants t JOIN plans p ON p.name = t.plan WHERE t.id = p_tenant;
     IF p_largest > lim.max_message_bytes THEN
@@ -25,14 +71,12 @@ BEGIN
             MESSAGE = format('The message is over the plan''s %s bytes.', lim.max_message_bytes);
     END IF;
     IF p_messages > 0 THEN
-        IF (SELECT coalesce(sum(messages), 0) FROM tenant_monthly_messages
-            WHERE tenant_id = p_tenant AND month = date_trunc('month', clock_timestamp())::date)
-           + p_messages > lim.messages_month THEN
+        SELECT * INTO u FROM plan_usage(p_tenant);
+        IF u.used_messages_month + p_messages > lim.messages_month THEN
             RAISE EXCEPTION USING ERRCODE = 'PB403', DETAIL = 'messages_month',
                 MESSAGE = 'The plan''s monthly messages (queues.messages_month) are used up.';
         END IF;
-        IF (SELECT coalesce(sum(stored_bytes), 0) FROM tenant_storage WHERE tenant_id = p_tenant)
-           >= lim.storage_bytes THEN
+        IF u.used_storage_bytes >= lim.storage_bytes THEN
             RAISE EXCEPTION USING ERRCODE = 'PB403', DETAIL = 'storage_bytes',
                 MESSAGE = 'The plan''s storage (queues.storage_bytes) is used up.';
         END IF;
