@@ -100,6 +100,8 @@ def _serve(target: tuple[str, str] | None) -> Response:
     try:
         params = inputs.parse_json(body) if body else {}
     except inputs.BadInput as bad:
+        if bad.code == "invalid_text":  # a character SQS refuses in a body or an attribute (NUL, a lone surrogate)
+            raise errors.invalid_contents(f"Invalid characters found: {bad.reason}.") from None
         raise errors.malformed(f"The request body is not valid JSON: {bad.reason}") from None
     scheme = headers.get("x-forwarded-proto", "http").split(",")[0].strip()
     base = f"{scheme}://{headers.get('host', 'localhost')}{MOUNT}"

@@ -439,6 +439,8 @@ def receive(principal: Principal, name: str, request: dict[str, Any]) -> dict[st
             return conn.execute("SELECT sqs_receive(%s, %s, %s, %s, %s)", args).fetchone()[0], channels
 
     rows = _in_sqs_terms(lambda: wakeup.long_poll(attempt, float(wait)))
+    if not rows:
+        return {}  # as SQS answers an empty receive: no Messages member
     return {"Messages": [_received(queue, principal, r, system, wanted) for r in rows]}
 
 

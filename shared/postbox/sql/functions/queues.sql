@@ -330,7 +330,7 @@ BEGIN
         RETURN QUERY
         UPDATE queue_messages m
         SET vt = clock_timestamp() + p_vt * interval '1 second', read_ct = m.read_ct + 1,
-            first_read_at = coalesce(m.first_read_at, clock_timestamp())
+            first_read_at = coalesce(m.first_read_at, now())  -- the transaction's start: what sqs_receive answers
         WHERE m.ctid = ANY (v_live) AND m.queue_id = p_queue
         RETURNING m.msg_id, m.read_ct, date_part('epoch', m.enqueued_at), date_part('epoch', m.vt),
                   m.message, m.headers;

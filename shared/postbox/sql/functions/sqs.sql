@@ -96,7 +96,7 @@ BEGIN
         RETURN QUERY
         UPDATE queue_messages m
         SET vt = clock_timestamp() + p_vt * interval '1 second', read_ct = m.read_ct + 1,
-            first_read_at = coalesce(m.first_read_at, clock_timestamp())
+            first_read_at = coalesce(m.first_read_at, now())  -- the transaction's start: what sqs_receive answers
         WHERE m.queue_id = p_queue AND m.msg_id = ANY (v_live)
         RETURNING m.msg_id, m.read_ct, date_part('epoch', m.enqueued_at), date_part('epoch', m.vt),
                   m.message, m.headers;
@@ -117,7 +117,7 @@ BEGIN
         RETURN (
             SELECT coalesce(json_agg(json_build_object(
                 'id', c.r_msg_id, 'n', c.r_read_ct, 'sent', c.r_enqueued_at, 'body', c.r_message,
-                'h', c.r_headers, 'first', coalesce(date_part('epoch', m.first_read_at), date_part('epoch', clock_timestamp())))
+                'h', c.r_headers, 'first', date_part('epoch', coalesce(m.first_read_at, now())))
                 ORDER BY c.r_msg_id), '[]')
             FROM sqs_fifo_claim(q.id, p_qty, v_vt, q.max_reads, q.dead_letter_queue_id) c
             LEFT JOIN queue_messages m ON m.queue_id = q.id AND m.msg_id = c.r_msg_id);
@@ -125,7 +125,7 @@ BEGIN
     RETURN (
         SELECT coalesce(json_agg(json_build_object(
             'id', c.r_msg_id, 'n', c.r_read_ct, 'sent', c.r_enqueued_at, 'body', c.r_message,
-            'h', c.r_headers, 'first', coalesce(date_part('epoch', m.first_read_at), date_part('epoch', clock_timestamp())))
+            'h', c.r_headers, 'first', date_part('epoch', coalesce(m.first_read_at, now())))
             ORDER BY c.r_msg_id), '[]')
         FROM queue_claim(q.id, p_qty, v_vt, q.max_reads, q.dead_letter_queue_id) c
         LEFT JOIN queue_messages m ON m.queue_id = q.id AND m.msg_id = c.r_msg_id);

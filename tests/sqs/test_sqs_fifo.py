@@ -1,0 +1,149 @@
+"""FIFO queues through boto3 over HTTP: a group's messages in order and one receive at a time
+holding a group, deduplication by id and by content within five minutes, sequence numbers, FIFO's
+own parameter rules, and two concurrent consumers that count every message."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import defaultdict
+
+import pytest
+from botocore.exceptions import ClientError
+
+
+def error_of(call, *args, **kwargs) -> ClientError:
+    with pytest.raises(ClientError) as caught:
+        call(*args, **kwargs)
+    return caught.value
+
+
+def code(e: ClientError) -> str:
+    return e.response["Error"]["Code"]
+
+
+def fifo(sqs, name="jobs.fifo", **attributes) -> str:
+    return sqs.create_queue(QueueName=name, Attributes={"FifoQueue": "true", **attributes})["QueueUrl"]
+
+
+def test_a_fifo_queue_and_its_attributes(sqs):
+    url = fifo(sqs, ContentBasedDeduplication="true")
+    got = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    assert got["FifoQueue"] == "true" and got["ContentBasedDeduplication"] == "true"
+    assert got["DeduplicationScope"] == "queue" and got["FifoThroughputLimit"] == "perQueue"
+    assert sqs.create_queue(QueueName="implied.fifo")["QueueUrl"].endswith("/implied.fifo")
+    assert sqs.get_queue_attributes(QueueUrl=sqs.get_queue_url(QueueName="implied.fifo")["QueueUrl"],
+                                    AttributeNames=["FifoQueue"])["Attributes"] == {"FifoQueue": "true"}
+    assert code(error_of(sqs.create_queue, QueueName="nofifo", Attributes={"FifoQueue": "true"})) == \
+        "InvalidParameterValue"
+    assert code(error_of(sqs.create_queue, QueueName="Upper.fifo", Attributes={"FifoQueue": "true"})) == \
+        "InvalidParameterValue"
+
+
+def test_order_within_a_group_and_a_group_held_while_in_flight(sqs):
+    url = fifo(sqs)
+    for i in range(4):
+        sqs.send_message(QueueUrl=url, MessageBody=f"a{i}", MessageGroupId="A", MessageDeduplicationId=f"a{i}")
+    sqs.send_message(QueueUrl=url, MessageBody="b0", MessageGroupId="B", MessageDeduplicationId="b0")
+    first = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=2, VisibilityTimeout=30)["Messages"]
+    assert [m["Body"] for m in first] == ["a0", "a1"]
+    # group A is in flight: another receive gets only group B
+    other = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=30)["Messages"]
+    assert [m["Body"] for m in other] == ["b0"]
+    assert "Messages" not in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=first[0]["ReceiptHandle"])
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)  # a1 still in flight holds the group
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=first[1]["ReceiptHandle"], VisibilityTimeout=0)
+    again = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"])["Messages"]
+    assert [m["Body"] for m in again] == ["a1", "a2", "a3"]
+    assert again[0]["Attributes"]["ApproximateReceiveCount"] == "2"
+    assert again[0]["Attributes"]["MessageGroupId"] == "A"
+    assert again[0]["Attributes"]["MessageDeduplicationId"] == "a1"
+    seqs = [int(m["Attributes"]["SequenceNumber"]) for m in again]
+    assert seqs == sorted(seqs) and len(again[0]["Attributes"]["SequenceNumber"]) == 20
+
+
+def test_deduplication_by_id_and_by_content(sqs):
+    url = fifo(sqs, "dedup.fifo")
+    one = sqs.send_message(QueueUrl=url, MessageBody="x", MessageGroupId="g", MessageDeduplicationId="d1")
+    two = sqs.send_message(QueueUrl=url, MessageBody="y", MessageGroupId="g", MessageDeduplicationId="d1")
+    assert one["MessageId"] == two["MessageId"] and one["SequenceNumber"] == two["SequenceNumber"]
+    batch = sqs.send_message_batch(QueueUrl=url, Entries=[
+        {"Id": "1", "MessageBody": "z", "MessageGroupId": "g", "MessageDeduplicationId": "d2"},
+        {"Id": "2", "MessageBody": "w", "MessageGroupId": "g", "MessageDeduplicationId": "d2"},
+        {"Id": "3", "MessageBody": "v", "MessageGroupId": "g", "MessageDeduplicationId": "d1"},
+    ])
+    ids = {s["Id"]: s["MessageId"] for s in batch["Successful"]}
+    assert ids["1"] == ids["2"] and ids["3"] == one["MessageId"]
+    bodies = [m["Body"] for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]]
+    assert bodies == ["x", "z"]
+    content = fifo(sqs, "content.fifo", ContentBasedDeduplication="true")
+    a = sqs.send_message(QueueUrl=content, MessageBody="same", MessageGroupId="g")
+    b = sqs.send_message(QueueUrl=content, MessageBody="same", MessageGroupId="g")
+    c = sqs.send_message(QueueUrl=content, MessageBody="other", MessageGroupId="g")
+    assert a["MessageId"] == b["MessageId"] != c["MessageId"]
+
+
+def test_fifo_parameter_rules(sqs):
+    url = fifo(sqs, "rules.fifo")
+    assert code(error_of(sqs.send_message, QueueUrl=url, MessageBody="x", MessageDeduplicationId="d")) == \
+        "MissingParameter"
+    assert code(error_of(sqs.send_message, QueueUrl=url, MessageBody="x", MessageGroupId="g")) == \
+        "InvalidParameterValue"  # no deduplication id and no content-based deduplication
+    assert code(error_of(sqs.send_message, QueueUrl=url, MessageBody="x", MessageGroupId="g",
+                         MessageDeduplicationId="d", DelaySeconds=1)) == "InvalidParameterValue"
+    assert code(error_of(sqs.send_message, QueueUrl=url, MessageBody="x", MessageGroupId="has space",
+                         MessageDeduplicationId="d")) == "InvalidParameterValue"
+    standard = sqs.create_queue(QueueName="std")["QueueUrl"]
+    assert code(error_of(sqs.send_message, QueueUrl=standard, MessageBody="x", MessageDeduplicationId="d")) == \
+        "InvalidParameterValue"
+    assert code(error_of(sqs.set_queue_attributes, QueueUrl=standard,
+                         Attributes={"ContentBasedDeduplication": "true"})) == "InvalidAttributeName"
+
+
+def test_two_concurrent_consumers_keep_each_groups_order_and_count_every_message(sqs, client_for):
+    url = fifo(sqs, "orders.fifo", ContentBasedDeduplication="true")
+    groups, per_group = 6, 25
+    for start in range(0, per_group, 5):
+        for g in range(groups):
+            sqs.send_message_batch(QueueUrl=url, Entries=[
+                {"Id": str(i), "MessageBody": f"g{g}:{i}", "MessageGroupId": f"g{g}"} for i in range(start, start + 5)])
+    seen: dict[str, list[int]] = defaultdict(list)
+    holders: dict[str, str] = {}
+    lock = threading.Lock()
+    violations: list[str] = []
+
+    def consume(who: str) -> None:
+        client = client_for("write")
+        idle_since = None
+        while True:
+            got = client.receive_message(QueueUrl=url, MaxNumberOfMessages=3, VisibilityTimeout=30).get("Messages", [])
+            if not got:
+                idle_since = idle_since or time.monotonic()
+                if time.monotonic() - idle_since > 2:
+                    return
+                continue
+            idle_since = None
+            with lock:
+                for m in got:
+                    group, n = m["Body"].split(":")
+                    if holders.get(group) not in (None, who):
+                        violations.append(f"{group} held by {holders[group]} and {who}")
+                    holders[group] = who
+                    seen[group].append(int(n))
+            time.sleep(0.01)
+            with lock:  # the group is free again once its messages are deleted
+                for m in got:
+                    holders.pop(m["Body"].split(":")[0], None)
+            client.delete_message_batch(QueueUrl=url, Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)])
+
+    threads = [threading.Thread(target=consume, args=(f"c{i}",)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not violations
+    assert sum(len(v) for v in seen.values()) == groups * per_group
+    for g in range(groups):
+        assert seen[f"g{g}"] == list(range(per_group)), g

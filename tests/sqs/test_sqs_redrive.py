@@ -1,0 +1,109 @@
+"""The redrive through boto3 over HTTP: RedrivePolicy's maxReceiveCount onto a dead-letter queue,
+RedriveAllowPolicy, ListDeadLetterSourceQueues, and StartMessageMoveTask/ListMessageMoveTasks moving
+dead letters back to their source."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from botocore.exceptions import ClientError
+
+
+def error_of(call, *args, **kwargs) -> ClientError:
+    with pytest.raises(ClientError) as caught:
+        call(*args, **kwargs)
+    return caught.value
+
+
+def code(e: ClientError) -> str:
+    return e.response["Error"]["Code"]
+
+
+def arn(sqs, url: str) -> str:
+    return sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+
+
+def policy(dlq_arn: str, count: int) -> str:
+    return json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": count})
+
+
+def test_messages_received_max_receive_count_times_move_to_the_dead_letter_queue(sqs):
+    dlq = sqs.create_queue(QueueName="dead")["QueueUrl"]
+    src = sqs.create_queue(QueueName="work", Attributes={"RedrivePolicy": policy(arn(sqs, dlq), 2)})["QueueUrl"]
+    got = sqs.get_queue_attributes(QueueUrl=src, AttributeNames=["RedrivePolicy"])["Attributes"]
+    assert json.loads(got["RedrivePolicy"]) == {"deadLetterTargetArn": arn(sqs, dlq), "maxReceiveCount": 2}
+    sqs.send_message(QueueUrl=src, MessageBody="poison", MessageAttributes={"k": {"DataType": "String",
+                                                                               "StringValue": "v"}})
+    for _ in range(2):
+        (m,) = sqs.receive_message(QueueUrl=src, VisibilityTimeout=0)["Messages"]
+        assert m["Body"] == "poison"
+    assert "Messages" not in sqs.receive_message(QueueUrl=src)  # the third receive dead-letters it
+    (dead,) = sqs.receive_message(QueueUrl=dlq, MessageAttributeNames=["All"], AttributeNames=["All"])["Messages"]
+    assert dead["Body"] == "poison" and dead["MessageAttributes"]["k"]["StringValue"] == "v"
+    assert dead["Attributes"]["ApproximateReceiveCount"] == "1"
+    assert sqs.list_dead_letter_source_queues(QueueUrl=dlq)["queueUrls"] == [src]
+    # the move task sends dead letters back to the queue they came from
+    sqs.change_message_visibility(QueueUrl=dlq, ReceiptHandle=dead["ReceiptHandle"], VisibilityTimeout=0)
+    handle = sqs.start_message_move_task(SourceArn=arn(sqs, dlq))["TaskHandle"]
+    assert handle
+    (task,) = sqs.list_message_move_tasks(SourceArn=arn(sqs, dlq))["Results"]
+    assert task["Status"] == "COMPLETED" and task["ApproximateNumberOfMessagesMoved"] == 1
+    (back,) = sqs.receive_message(QueueUrl=src, AttributeNames=["All"])["Messages"]
+    assert back["Body"] == "poison" and back["Attributes"]["ApproximateReceiveCount"] == "1"
+    # clearing the policy
+    sqs.set_queue_attributes(QueueUrl=src, Attributes={"RedrivePolicy": ""})
+    assert "Attributes" not in sqs.get_queue_attributes(QueueUrl=src, AttributeNames=["RedrivePolicy"])
+    assert sqs.list_dead_letter_source_queues(QueueUrl=dlq)["queueUrls"] == []
+
+
+def test_a_move_task_to_a_named_destination(sqs):
+    dlq = sqs.create_queue(QueueName="dead2")["QueueUrl"]
+    sqs.create_queue(QueueName="src2", Attributes={"RedrivePolicy": policy(arn(sqs, dlq), 1)})
+    other = sqs.create_queue(QueueName="elsewhere")["QueueUrl"]
+    sqs.send_message(QueueUrl=dlq, MessageBody="parked")
+    sqs.start_message_move_task(SourceArn=arn(sqs, dlq), DestinationArn=arn(sqs, other),
+                                MaxNumberOfMessagesPerSecond=10)
+    assert sqs.receive_message(QueueUrl=other)["Messages"][0]["Body"] == "parked"
+    (task,) = sqs.list_message_move_tasks(SourceArn=arn(sqs, dlq))["Results"]
+    assert task["DestinationArn"] == arn(sqs, other) and task["MaxNumberOfMessagesPerSecond"] == 10
+    plain = sqs.create_queue(QueueName="not-a-dlq")["QueueUrl"]
+    assert code(error_of(sqs.start_message_move_task, SourceArn=arn(sqs, plain))) == "InvalidParameterValue"
+
+
+def test_redrive_policies_are_checked(sqs):
+    dlq = sqs.create_queue(QueueName="guarded", Attributes={
+        "RedriveAllowPolicy": json.dumps({"redrivePermission": "denyAll"})})["QueueUrl"]
+    e = error_of(sqs.create_queue, QueueName="denied", Attributes={"RedrivePolicy": policy(arn(sqs, dlq), 3)})
+    assert code(e) == "InvalidParameterValue"
+    allowed = sqs.create_queue(QueueName="allowed")["QueueUrl"]
+    sqs.set_queue_attributes(QueueUrl=dlq, Attributes={"RedriveAllowPolicy": json.dumps(
+        {"redrivePermission": "byQueue", "sourceQueueArns": [arn(sqs, allowed)]})})
+    sqs.set_queue_attributes(QueueUrl=allowed, Attributes={"RedrivePolicy": policy(arn(sqs, dlq), 3)})
+    for bad in (json.dumps({"deadLetterTargetArn": arn(sqs, dlq)}), policy(arn(sqs, dlq), 0),
+                policy("arn:aws:sqs:us-east-1:000000000000:x", 2), "[1]"):
+        assert code(error_of(sqs.set_queue_attributes, QueueUrl=allowed, Attributes={"RedrivePolicy": bad})) in (
+            "InvalidAttributeValue", "InvalidParameterValue", "AWS.SimpleQueueService.NonExistentQueue")
+    missing = json.dumps({"deadLetterTargetArn": arn(sqs, dlq).replace("guarded", "absent"), "maxReceiveCount": 2})
+    assert code(error_of(sqs.set_queue_attributes, QueueUrl=allowed, Attributes={"RedrivePolicy": missing})) == \
+        "InvalidParameterValue"
+    fifo_dlq = sqs.create_queue(QueueName="dl.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    assert code(error_of(sqs.set_queue_attributes, QueueUrl=allowed, Attributes={
+        "RedrivePolicy": policy(arn(sqs, fifo_dlq), 2)})) == "InvalidParameterValue"
+    e = error_of(sqs.delete_queue, QueueUrl=dlq)  # Postbox keeps a dead-letter queue while a queue uses it
+    assert code(e) == "InvalidParameterValue"
+
+
+def test_a_fifo_queue_dead_letters_onto_a_fifo_queue(sqs):
+    dlq = sqs.create_queue(QueueName="dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    src = sqs.create_queue(QueueName="src.fifo", Attributes={
+        "FifoQueue": "true", "ContentBasedDeduplication": "true", "RedrivePolicy": policy(arn(sqs, dlq), 1),
+    })["QueueUrl"]
+    sqs.send_message(QueueUrl=src, MessageBody="first", MessageGroupId="g")
+    sqs.send_message(QueueUrl=src, MessageBody="second", MessageGroupId="g")
+    (m,) = sqs.receive_message(QueueUrl=src, VisibilityTimeout=0)["Messages"]
+    assert m["Body"] == "first"
+    got = sqs.receive_message(QueueUrl=src, MaxNumberOfMessages=10)["Messages"]
+    assert [x["Body"] for x in got] == ["second"]  # "first" went to the dead-letter queue
+    (dead,) = sqs.receive_message(QueueUrl=dlq, AttributeNames=["All"])["Messages"]
+    assert dead["Body"] == "first" and dead["Attributes"]["MessageGroupId"] == "g"
