@@ -8,15 +8,17 @@ the local gateway makes one of the same shape), written as the surface's spec sp
 it from `request_id()`. Both are kept per thread (the local gateway serves concurrent requests of one
 function on the threads of one process), never on the shared Logger, and cleared when the request
 ends. The resolver's own error line (`request_logger()`) goes through the function's Logger, so a
-500's id is found in the logs; the EMF metrics carry the tenant as a property (searchable in Logs
-Insights) rather than a dimension, so a tenant count never multiplies the metric bill. Metrics go
+500's id is found in the logs; a request's metrics carry the tenant as a property of its line
+(searchable in Logs Insights) rather than a dimension, so a tenant count never multiplies the
+metric bill. Metrics go
 to the namespace NAMESPACE with the one dimension `service` = the function's logical name: the
 dashboard and alarms of the stack name exactly those (a test checks it).
 
 A surface function resolves its request's key itself (`functions.keys`, `resolve_keys=True`)
 before anything of the request is logged. With metrics on (on AWS), an API request writes one line
-when it ends (`functions.request_record`): its EMF record with its id, tenant, status and duration;
-a failure's error line carries the request as it came.
+when it ends (`functions.request_record`): its id, tenant, status, duration and what it counted (the
+stack's metric filters make those the surfaces' metrics; agents flush EMF records); a failure's
+error line carries the request as it came.
 
 The Tracer pulls in the X-Ray SDK (and botocore), a quarter of a second of cold start, so it is
 built only when tracing is on: on AWS unless POWERTOOLS_TRACE_DISABLED is set, never locally.

@@ -23,7 +23,7 @@ from infra.functions import Deployed
 from infra.settings import Settings
 
 PERIOD_S = 300
-NAMESPACE = "Postbox"  # functions.observability: the EMF metrics' namespace
+NAMESPACE = "Postbox"  # functions.observability: the metrics' namespace (EMF and metric filters)
 OLDEST_MESSAGE_METRIC = "ConsumerOldestMessageAge"  # emitted by the consumer-dispatch agent
 
 

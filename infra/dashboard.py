@@ -1,11 +1,12 @@
 """The operator's CloudWatch dashboard, one row per surface and per concern.
 
 Everything comes from the tables and the code: a row per surface of `functions.routes.FUNCTIONS`
-(requests, errors, p50/p99 latency, and the messages in and out that its handler module emits as
-EMF metrics), the agents of `functions.schedules.AGENTS` (runs, errors, what each one did), the
-database and the proxy. The EMF metrics are found by reading each handler module's source: the
-service it passes to `instrument(...)` (the metrics' `service` dimension) and every
-`add_metric(name="...")`, so a metric a module stops emitting leaves the dashboard with it.
+(requests, errors, p50/p99 latency, and the messages in and out that its handler module counts,
+published by `infra.metric_filters` from its request lines), the agents of
+`functions.schedules.AGENTS` (runs, errors, what each one did), the database and the proxy. The
+Postbox metrics are found by reading each handler module's source: the service it passes to
+`instrument(...)` (the metrics' `service` dimension) and every `add_metric(name="...")`, so a
+metric a module stops emitting leaves the dashboard with it.
 """
 
 from __future__ import annotations
@@ -57,14 +58,14 @@ def _emf(handler: str) -> list:
 
 
 def tenant_query(s: Settings) -> str:
-    """Logs Insights over the surfaces' log groups: each tenant's share of the EMF records (every
-    record carries the tenant as a property), summing every metric the surfaces emit. Per-tenant
-    figures without a metric per tenant."""
+    """Logs Insights over the surfaces' log groups: each tenant's requests (every request line carries
+    its tenant and status), summing every metric the surfaces count. Per-tenant figures without a
+    metric per tenant."""
     sources = " | ".join(f"SOURCE '/aws/lambda/{s.prefix}-{name}'" for name in route_table.FUNCTIONS)
     names = list(dict.fromkeys(n for handler in route_table.FUNCTIONS.values() for n in emitted(handler)[1]))
     sums = "".join(f", sum({n}) as {n}" for n in names)
-    return (f"{sources} | filter ispresent(tenant) and ispresent(_aws)"
-            f" | stats count(*) as records{sums} by tenant | sort records desc | limit 20")
+    return (f"{sources} | filter ispresent(tenant) and ispresent(status)"
+            f" | stats count(*) as requests{sums} by tenant | sort requests desc | limit 20")
 
 
 def widgets(s: Settings, api_id, region, db_cluster: str, proxy: str, failures_queue: str) -> list[dict]:
@@ -89,7 +90,7 @@ def widgets(s: Settings, api_id, region, db_cluster: str, proxy: str, failures_q
         out.append(_widget(f"{surface}: messages in / out", _emf(handler)
                            or [_lambda(fn(surface), "Invocations")], region))
     out.append({"type": "log", "width": WIDTH, "height": 6,
-                "properties": {"title": "tenants: busiest by metric records", "query": tenant_query(s),
+                "properties": {"title": "tenants: busiest by requests", "query": tenant_query(s),
                                "region": region, "view": "table"}})
     agents = agent_table.AGENTS
     out.append(_widget("agents: runs", [_lambda(fn(a.name), "Invocations") for a in agents], region))

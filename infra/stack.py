@@ -16,6 +16,7 @@ from infra import (
     failures,
     functions,
     layers,
+    metric_filters,
     migrate,
     network,
     schedules,
@@ -44,6 +45,7 @@ def build() -> dict[str, pulumi.Input]:
     schedules.build(s, fns, failed_runs)
     topic = alarms.build(s, http, fns, db, failed_runs)
     board = dashboard.build(s, http, db, failed_runs)
+    metric_filters.build(fns)
     return {
         "api_url": http.url,
         "db_proxy_endpoint": db.endpoint,

@@ -235,8 +235,23 @@ def test_dashboard_follows_the_tables(monkeypatch):
     assert ["AWS/Lambda", "Invocations", "FunctionName", "postbox-prod-extra"] in metrics
 
 
+def test_every_counted_surface_metric_has_its_metric_filter(prod: StackRun):
+    """A surface's request line carries its counts; a filter per (surface, metric) publishes each to
+    Postbox/<metric> with the `service` dimension, the metric the dashboard shows."""
+    filters = prod.of_type("aws:cloudwatch/logMetricFilter:LogMetricFilter")
+    emitted = emitted_by_code()
+    groups = {g.name.removeprefix("logs-"): g.inputs["name"] for g in prod.of_type("aws:cloudwatch/logGroup:LogGroup")}
+    expected = {(groups[svc], name) for svc in route_table.FUNCTIONS for name in emitted.get(svc, ())}
+    assert {(f.inputs["logGroupName"], f.inputs["metricTransformation"]["name"]) for f in filters} == expected
+    assert len(expected) >= 5
+    for f in filters:
+        t = f.inputs["metricTransformation"]
+        assert t["namespace"] == "Postbox" and t["dimensions"] == {"service": "$.service"}
+        assert t["value"] == f"$.{t['name']}" and f.inputs["pattern"] == f"{{ $.{t['name']} >= 0 }}"
+
+
 def test_the_tenant_widget_queries_the_surfaces_logs_for_emitted_metrics(prod: StackRun):
-    """Per-tenant figures come from Logs Insights over the EMF records (tenant is a property there)."""
+    """Per-tenant figures come from Logs Insights over the request lines (each carries its tenant)."""
     _, widgets = dashboard_metrics(prod)
     (widget,) = [w for w in widgets if w["type"] == "log"]
     query = widget["properties"]["query"]
