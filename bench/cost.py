@@ -2,7 +2,7 @@
 floor of a stack, and the comparison with SQS and a self-hosted pgmq. docs/cost.md shows a run.
 
 Durations are measured, not guessed: each request type of a produce-consume cycle is sent through
-its surface's real handler (the event API Gateway would build, with the authorizer's answer) on an
+its surface's real handler (the event API Gateway would build; the handler resolves the key) on an
 embedded PostgreSQL, and timed by wall clock and by this thread's CPU time. A Lambda duration is
 estimated from them: the CPU part scaled to the function's CPU share (Lambda gives 1 vCPU per
 1,769 MB), the waiting part (the database) as measured, plus the RDS Proxy hop; then rounded up to
@@ -30,7 +30,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import bench_tenant, configure, start_server  # noqa: E402
 from bench.cost_model import (  # noqa: E402
     API_MEMORY_MB,
-    AUTHORIZER_MEMORY_MB,
     BATCHES,
     HOURS_PER_MONTH,
     MILLION,
@@ -67,19 +66,17 @@ class Timer:
         self.samples[(surface, label)].append((wall, cpu))
         return result
 
-    def authorizer(self, n: int) -> tuple[float, float]:
-        """The authorizer, warm (its per-container cache holds the key, as it does on AWS)."""
-        from functions.authorizer import handler
-        from functions.local.events import authorizer_event
-        from functions.local.lambda_context import LocalContext
-        from support.events import api_event
+    def key_lookup(self, n: int) -> tuple[float, float]:
+        """The key's resolution each handler does first, warm (its per-container cache holds the key,
+        as it does on AWS): already inside every request's figures, shown on its own."""
+        from functions.keys import resolve
 
-        event = authorizer_event(api_event("GET", "/api/v1/queues", key=self.key))
-        handler(event, LocalContext("authorizer"))
+        headers = {"apikey": self.key}
+        resolve(headers, "/api/v1/queues", "127.0.0.1")
         runs = []
         for _ in range(n):
             wall, cpu = time.perf_counter(), time.thread_time()
-            handler(event, LocalContext("authorizer"))
+            resolve(headers, "/api/v1/queues", "127.0.0.1")
             runs.append((time.perf_counter() - wall, time.thread_time() - cpu))
         return _median(runs)
 
@@ -185,7 +182,7 @@ def server_cpu_s(url: str) -> float:
 
 def measure(url: str, key: str, reps: int) -> tuple[dict, dict, tuple[float, float]]:
     """{(surface, n): {label: (wall, cpu, calls per cycle)}}, {(surface, n): (WAL bytes, server CPU s)
-    per message}, the authorizer's (wall, cpu)."""
+    per message}, the warm key lookup's (wall, cpu)."""
     t = Timer(key)
     names = setup(t, uuid.uuid4().hex[:6])
     state: dict = {}
@@ -205,10 +202,10 @@ def measure(url: str, key: str, reps: int) -> tuple[dict, dict, tuple[float, flo
         per_request[(surface, n)] = {label: (*_median(s), len(s) / count)
                                      for (sf, label), s in t.samples.items() if sf == surface}
         t.samples.clear()
-    return per_request, wal, t.authorizer(reps)
+    return per_request, wal, t.key_lookup(reps)
 
 
-def report(per_request: dict, wal: dict, authorizer: tuple[float, float]) -> None:
+def report(per_request: dict, wal: dict, key_lookup: tuple[float, float]) -> None:
     print("\n### Measured request durations (median) and the Lambda estimate (512 MB arm64)\n")
     print("| surface | batch | request | wall ms | CPU ms | billed ms |")
     print("| --- | ---: | --- | ---: | ---: | ---: |")
@@ -217,8 +214,8 @@ def report(per_request: dict, wal: dict, authorizer: tuple[float, float]) -> Non
             times = f" (x{calls:g})" if calls != 1 else ""
             print(f"| {surface} | {n} | {label}{times} | {wall * 1000:.2f} | {cpu * 1000:.2f} | "
                   f"{lambda_ms(wall, cpu, API_MEMORY_MB)} |")
-    print(f"| authorizer (every request, 256 MB) | | warm key cache | {authorizer[0] * 1000:.2f} | "
-          f"{authorizer[1] * 1000:.2f} | {lambda_ms(*authorizer, AUTHORIZER_MEMORY_MB, hop_ms=0)} |")
+    print(f"| key resolution (inside every request above) | | warm key cache | {key_lookup[0] * 1000:.2f} | "
+          f"{key_lookup[1] * 1000:.2f} | |")
     print("\n### What the database did per message (measured on the embedded server)\n")
     print("| surface | batch | WAL bytes | server CPU µs |")
     print("| --- | ---: | ---: | ---: |")
@@ -230,7 +227,7 @@ def report(per_request: dict, wal: dict, authorizer: tuple[float, float]) -> Non
           " | Aurora I/O | CloudWatch Logs | **total** | SQS |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for (surface, n), requests in per_request.items():
-        c = per_million(requests, n, wal[(surface, n)], authorizer)
+        c = per_million(requests, n, wal[(surface, n)])
         print(f"| {surface} | {n} | {c['requests']:,.0f} | {c['api']:.2f} | {c['lambda_req']:.2f} | "
               f"{c['lambda_gb_s']:.2f} | {c['aurora_acu']:.2f} | {c['proxy']:.3f} | {c['aurora_io']:.3f} | "
               f"{c['logs']:.2f} | "
@@ -242,7 +239,7 @@ def report(per_request: dict, wal: dict, authorizer: tuple[float, float]) -> Non
     for surface in CYCLES:
         cells = []
         for n in BATCHES:
-            c = per_million(per_request[(surface, n)], n, wal[(surface, n)], authorizer)
+            c = per_million(per_request[(surface, n)], n, wal[(surface, n)])
             cells.append(f"{c['acu_hours'] * 3600 / MILLION * 1000:.2f}")  # ACU-seconds per second at 1,000 msg/s
         print(f"| {surface} | {' | '.join(cells)} |")
 
@@ -258,7 +255,7 @@ def report(per_request: dict, wal: dict, authorizer: tuple[float, float]) -> Non
     print(f"\nself-hosted pgmq (one m7g.large, 100 GB gp3, no proxy, no HA): {pgmq:.2f} USD/month, about nothing"
           " per message until the instance is full")
     for n in (1, 10):
-        c = per_million(per_request[("queues", n)], n, wal[("queues", n)], authorizer)
+        c = per_million(per_request[("queues", n)], n, wal[("queues", n)])
         extra = c["total"] - sqs_per_million(n)
         print(f"queues at batch {n}: {c['total']:.2f} USD per million messages vs SQS {sqs_per_million(n):.2f}"
               f" ({'+' if extra >= 0 else ''}{extra:.2f})")
@@ -274,8 +271,8 @@ def main() -> None:
     try:
         _, key, _ = bench_tenant(url)
 
-        per_request, wal, authorizer = measure(url, key, reps)
-        report(per_request, wal, authorizer)
+        per_request, wal, key_lookup = measure(url, key, reps)
+        report(per_request, wal, key_lookup)
     finally:
         from postbox import db
 

@@ -24,11 +24,15 @@ PRICES = {  # us-east-1 list prices, USD
     "ebs_gp3_gb_month": 0.08,
 }
 HOURS_PER_MONTH = 730
-API_MEMORY_MB, AUTHORIZER_MEMORY_MB, AGENT_MEMORY_MB = 512, 256, 256
+API_MEMORY_MB, AGENT_MEMORY_MB = 512, 256
 MB_PER_VCPU = 1769
 VCPU_PER_ACU = 0.25
 PROXY_HOP_MS = 1.0  # functions -> RDS Proxy -> Aurora, per request (one round trip on the hot paths)
-LOG_BYTES_PER_REQUEST = 1000  # access log line + START/END/REPORT of two invocations + an EMF record
+# What a request writes to CloudWatch Logs, each line's bytes + 26 per event as CloudWatch counts them: the
+# function's one line (133 bytes for a read, 170 for a send with its count: tests/platform/test_request_logs.py
+# measures them through the real handlers) and API Gateway's access line (about 147); no START/END/REPORT
+# (system log level WARN) and no second invocation (the surface resolves the key itself).
+LOG_BYTES_PER_REQUEST = 160 + 147
 BATCHES = (1, 10, 100)
 MILLION = 1_000_000
 
@@ -39,8 +43,8 @@ def lambda_ms(wall: float, cpu: float, memory_mb: int, hop_ms: float = PROXY_HOP
     return math.ceil(cpu / share * 1000 + (wall - cpu) * 1000 + hop_ms)
 
 
-def per_million(requests: dict[str, tuple[float, float, float]], n: int, db_per_msg: tuple[float, float],
-                authorizer: tuple[float, float]) -> dict[str, float]:
+def per_million(requests: dict[str, tuple[float, float, float]], n: int,
+                db_per_msg: tuple[float, float]) -> dict[str, float]:
     """Cost of a million messages through one surface at batch size n."""
     wal_per_msg, db_cpu_per_msg = db_per_msg
     cycles = MILLION / n
@@ -48,12 +52,11 @@ def per_million(requests: dict[str, tuple[float, float, float]], n: int, db_per_
     gb_s = 0.0
     for wall, cpu, calls in requests.values():
         gb_s += cycles * calls * lambda_ms(wall, cpu, API_MEMORY_MB) / 1000 * API_MEMORY_MB / 1024
-    gb_s += reqs * lambda_ms(*authorizer, AUTHORIZER_MEMORY_MB, hop_ms=0) / 1000 * AUTHORIZER_MEMORY_MB / 1024
     acu_h = db_cpu_per_msg * MILLION / VCPU_PER_ACU / 3600
     out = {
         "requests": reqs,
         "api": reqs / MILLION * PRICES["apigw_http_per_million"],
-        "lambda_req": 2 * reqs / MILLION * PRICES["lambda_request_per_million"],  # surface + authorizer
+        "lambda_req": reqs / MILLION * PRICES["lambda_request_per_million"],  # one invocation per request
         "lambda_gb_s": gb_s * PRICES["lambda_arm_gb_s"],
         "aurora_acu": acu_h * PRICES["aurora_acu_hour"],
         "proxy": acu_h * PRICES["proxy_acu_hour"],  # the proxy is billed on the database's ACU (above its floor)
@@ -74,7 +77,7 @@ def idle_floor(az_count: int = 2, min_acu: float = 0.5, agent_run_ms: float = 30
     """A month of a stack nobody calls: what runs and what is billed by the hour."""
     from functions import routes, schedules
 
-    functions = len(routes.FUNCTIONS) + len(schedules.AGENTS) + 2
+    functions = len(routes.FUNCTIONS) + len(schedules.AGENTS) + 1  # and migrate
     alarms = 2 * functions + 8
     agent_runs = sum(30 * 24 * 3600 / a.every_seconds for a in schedules.AGENTS)
     agent_gb_s = agent_runs * math.ceil(agent_run_ms) / 1000 * AGENT_MEMORY_MB / 1024
