@@ -26,20 +26,19 @@ from infra.settings import Settings
 
 INTEGRATION_TIMEOUT_MS = 30_000  # the HTTP API maximum
 
+# One line per request, short: what only API Gateway knows (the caller's address, requests that
+# never reach a function: no route, throttled, too large; an integration's failure). The function's
+# own line has the tenant and what it did; CloudWatch stamps each line's time.
 ACCESS_LOG_FORMAT = json.dumps(
     {
-        "requestId": "$context.requestId",
+        "id": "$context.requestId",
         "ip": "$context.identity.sourceIp",
-        "time": "$context.requestTime",
-        "method": "$context.httpMethod",
-        "path": "$context.path",
-        "routeKey": "$context.routeKey",
+        "req": "$context.httpMethod $context.path",
         "status": "$context.status",
-        "responseLength": "$context.responseLength",
-        "latency": "$context.responseLatency",
-        "integrationLatency": "$context.integrationLatency",
-        "integrationError": "$context.integrationErrorMessage",
-    }
+        "ms": "$context.responseLatency",
+        "error": "$context.integrationErrorMessage",
+    },
+    separators=(",", ":"),
 )
 
 

@@ -133,7 +133,13 @@ def test_default_stage_auto_deploys_logs_and_throttles(prod: StackRun):
     assert stage.inputs["autoDeploy"] is True
     access = prod.one("aws:cloudwatch/logGroup:LogGroup", "api-access")
     assert stage.inputs["accessLogSettings"]["destinationArn"] == access.outputs["arn"]
-    assert "$context.requestId" in stage.inputs["accessLogSettings"]["format"]
+    fields = json.loads(stage.inputs["accessLogSettings"]["format"])
+    assert fields == {"id": "$context.requestId", "ip": "$context.identity.sourceIp",
+                      "req": "$context.httpMethod $context.path", "status": "$context.status",
+                      "ms": "$context.responseLatency", "error": "$context.integrationErrorMessage"}
+    example = {"id": "JKJaXmPLvHcESHA=", "ip": "203.0.113.7", "req": "POST /api/v1/queues/orders/send",
+               "status": "201", "ms": "12", "error": "-"}  # a typical send: about 120 bytes, the cost model's
+    assert len(json.dumps(example, separators=(",", ":"))) <= 125
     throttle = stage.inputs["defaultRouteSettings"]
     assert throttle["throttlingBurstLimit"] == 500
     assert throttle["throttlingRateLimit"] == 1000
