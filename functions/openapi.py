@@ -29,7 +29,9 @@ _SURFACES = {
     "durable": "Durable streams: the Durable Streams protocol, driven by headers.",
     "work": "Work queues: scopes with system queues; fifo, priority and deadline queues; publish, claim, finish.",
 }
-NOT_API = {"console"}  # the web console's static files: pages for a browser, not part of the API
+# The web console's static files (pages for a browser, not part of the API) and SQS's endpoint (AWS's
+# own protocol, which AWS's service model describes and SDKs read).
+NOT_API = {"console", "sqs"}
 
 _GATEWAY_ERROR = {
     "type": "object",
