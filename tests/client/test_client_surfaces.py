@@ -72,9 +72,10 @@ def test_keyed_stream_publish_batch_answers_each_message_in_place(pb, monkeypatc
     ])
     assert [r.ok for r in results] == [True, True, False, True]
     assert [r.replayed for r in results] == [False, False, False, True]
-    assert results[0].message.offset == 0 and results[1].message.headers == {"h": 1}
-    assert results[3].message.id == results[0].message.id and results[3].message.payload == {"n": 1}
-    assert results[2].message is None and results[2].error["code"] == "invalid_payload"
+    assert [r.offset for r in results] == [0, 1, None, 0] and results[1].status == "available"
+    assert results[3].id == results[0].id and results[0].id.startswith("msg_") and results[0].error is None
+    assert results[2].id is None and results[2].error["code"] == "invalid_payload"
+    assert pb.streams.message("batch", 1).headers == {"h": 1}
     assert pb.streams.get("batch").messages == 2
     # Retried like a read only when every message carries an idempotency key.
     calls = []
@@ -170,7 +171,7 @@ def test_async_client_covers_queues_consume_and_streams(gateway, tenant):
             messages, _ = await pb.streams.browse("async-stream")
             assert [m.payload for m in messages] == [{"x": 1}]
             results = await pb.streams.publish_batch("async-stream", [{"payload": 2}, {"payload": 3, "key": "k"}])
-            assert [r.message.offset for r in results] == [1, 2]
+            assert [r.offset for r in results] == [1, 2]
             await pb.durable.create("async-durable")
             await pb.durable.append("async-durable", {"a": 1})
             await pb.durable.close("async-durable")

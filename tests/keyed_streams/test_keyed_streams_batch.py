@@ -6,6 +6,7 @@ the backlog cap for a batch; idempotency within and across batches, also from ma
 from __future__ import annotations
 
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import psycopg
@@ -48,9 +49,12 @@ def test_a_batch_lands_in_order_with_each_messages_own_fields(api):
         {"payload": "unkeyed", "expires_at": _iso(timedelta(days=1))},
         {"key": "tenant_42", "payload": None},
     ])
+    assert [set(r) for r in results] == [{"ok", "id", "offset", "status", "replayed"}] * 4
     assert [r["ok"] for r in results] == [True] * 4 and [r["replayed"] for r in results] == [False] * 4
-    docs = [r["message"] for r in results]
-    assert [d["offset"] for d in docs] == [0, 1, 2, 3]
+    assert [r["offset"] for r in results] == [0, 1, 2, 3]
+    assert [r["status"] for r in results] == ["available", "scheduled", "available", "available"]
+    docs = sorted(api.get("/v1/streams/orders/messages").json()["messages"], key=lambda m: m["offset"])
+    assert [d["id"] for d in docs] == [r["id"] for r in results]
     assert [d["status"] for d in docs] == ["available", "scheduled", "available", "available"]
     assert [(d["key"], d["payload"]) for d in docs] == [
         ("tenant_42", {"order_id": 1}), ("tenant_7", [1, 2]), (None, "unkeyed"), ("tenant_42", None)]
@@ -58,8 +62,6 @@ def test_a_batch_lands_in_order_with_each_messages_own_fields(api):
     assert docs[1]["deliver_at"] is not None and docs[2]["expires_at"] is not None
     assert len({d["id"] for d in docs}) == 4 and all(d["id"].startswith("msg_") and len(d["id"]) == 25 for d in docs)
     assert {d["stream"] for d in docs} == {"orders"} and {d["project"] for d in docs} == {"default"}
-    # Exactly what browse and a single read answer afterwards.
-    assert sorted(api.get("/v1/streams/orders/messages").json()["messages"], key=lambda m: m["offset"]) == docs
     assert api.get("/v1/streams/orders/messages/1").json() == docs[1]
     got = api.get("/v1/streams/orders").json()
     assert got["messages"] == 4
@@ -92,15 +94,16 @@ def test_refused_items_say_why_by_position_and_the_rest_land(make_tenant, gatewa
                          "invalid_deliver_at", "invalid_expires_at", "invalid_expires_at", "invalid_key",
                          "invalid_headers", "invalid_message", "payload_too_large", "invalid_deliver_at", None]
         for r in results:
-            assert set(r) == ({"ok", "message", "replayed"} if r["ok"] else {"ok", "error"})
+            assert set(r) == ({"ok", "id", "offset", "status", "replayed"} if r["ok"] else {"ok", "error"})
             if not r["ok"]:
                 assert set(r["error"]) == {"code", "message"} and r["error"]["message"]
         assert results[1]["error"]["message"] == "payload: Field required"
         assert results[2]["error"]["message"].startswith("colour: ")
         assert "retention" in results[5]["error"]["message"]
         assert "bytes" in results[11]["error"]["message"]
-        landed = [r["message"] for r in results if r["ok"]]
-        assert [(m["payload"], m["offset"]) for m in landed] == [(0, 0), (13, 1)]  # consecutive offsets
+        assert [r["offset"] for r in results if r["ok"]] == [0, 1]  # consecutive offsets
+        stored = api.get("/v1/streams/s/messages").json()["messages"]
+        assert [(m["payload"], m["offset"]) for m in stored] == [(13, 1), (0, 0)]
         assert api.get("/v1/streams/s").json()["messages"] == 2
         # The single route refuses each of them with the same code.
         for message, code in zip(messages, codes, strict=True):
@@ -127,7 +130,7 @@ def test_the_requests_own_limits(api):
          "project_not_found")
     _err(api.post(BATCH.format("s"), json={"messages": [{"payload": 1}], "project": "nowhere"}), 404,
          "project_not_found")
-    assert _batch(api, "s", [{"payload": i} for i in range(100)])[-1]["message"]["offset"] == 99  # 100 is fine
+    assert _batch(api, "s", [{"payload": i} for i in range(100)])[-1]["offset"] == 99  # 100 is fine
     _err(api.get("/v1/streams/none"), 404)  # nothing above created another stream
 
 
@@ -141,13 +144,14 @@ def test_a_batch_that_publishes_nothing_creates_no_stream(api):
 
 def test_projects_roles_and_tenants(api, gateway, make_tenant):
     tenancy.ensure_project(api.tenant.tenant_id, "payments")
-    assert _batch(api, "orders", [{"payload": 1}], project="payments")[0]["message"]["project"] == "payments"
+    assert _batch(api, "orders", [{"payload": 1}], project="payments")[0]["offset"] == 0
     r = api.post(BATCH.format("orders") + "?project=payments", json={"messages": [{"payload": 2}]})
-    assert r.json()["results"][0]["message"]["offset"] == 1
+    assert r.json()["results"][0]["offset"] == 1
     with client(gateway.url, api.tenant.key_for("write", project="payments")) as scoped:
         r = scoped.post(BATCH.format("orders") + "?project=default", json={"messages": [{"payload": 3}]})
-        assert r.json()["results"][0]["message"]["project"] == "payments"  # its own project, whatever it names
+        assert r.json()["results"][0]["offset"] == 2  # its own project, whatever it names
     assert api.get("/v1/streams/orders?project=payments").json()["messages"] == 3
+    assert api.get("/v1/streams/orders/messages/2?project=payments").json()["project"] == "payments"
     _err(api.get("/v1/streams/orders"), 404)
     with client(gateway.url, None) as anon:
         _err(anon.post(BATCH.format("orders"), json={"messages": [{"payload": 1}]}), 401, "unauthorized")
@@ -155,7 +159,7 @@ def test_projects_roles_and_tenants(api, gateway, make_tenant):
         _err(reader.post(BATCH.format("orders"), json={"messages": [{"payload": 1}]}), 403, "forbidden")
     other = make_tenant()
     with client(gateway.url, other.key) as c:
-        assert _batch(c, "orders", [{"payload": "theirs"}], project="default")[0]["message"]["offset"] == 0
+        assert _batch(c, "orders", [{"payload": "theirs"}], project="default")[0]["offset"] == 0
         _err(c.post(BATCH.format("orders"), json={"messages": [{"payload": 1}], "project": "payments"}), 404,
              "project_not_found")
 
@@ -170,27 +174,27 @@ def test_idempotency_within_and_across_batches(api):
     ])
     assert [(r["ok"], r.get("replayed")) for r in first] == [(True, False), (True, False), (True, True),
                                                             (False, None), (True, False)]
-    assert first[2]["message"] == first[0]["message"]
-    assert first[4]["message"]["payload"] == "c"
+    assert first[2] == {**first[0], "replayed": True}
+    assert api.get(f"/v1/streams/s/messages/{first[4]['offset']}").json()["payload"] == "c"
     # The whole batch again (a client's retry): every message answers as before and nothing lands.
     again = _batch(api, "s", [
         {"payload": "x", "idempotency_key": "A"}, {"payload": "y", "idempotency_key": "B"},
         {"payload": "z", "idempotency_key": "A"}, {"payload": "w", "idempotency_key": "C"},
     ])
     assert [r["replayed"] for r in again] == [True] * 4
-    assert [r["message"] for r in again] == [first[0]["message"], first[1]["message"], first[0]["message"],
-                                             first[4]["message"]]
+    assert [(r["id"], r["offset"]) for r in again] == [(first[i]["id"], first[i]["offset"]) for i in (0, 1, 0, 4)]
     assert api.get("/v1/streams/s").json()["messages"] == 3
     # Mixed: stored keys replay, new ones land (payloads large enough that the batch compresses).
     big = "p" * 2000
     mixed = _batch(api, "s", [{"payload": big, "idempotency_key": "D"}, {"payload": big, "idempotency_key": "B"},
                               {"payload": big + "!", "key": "k"}])
     assert [r["replayed"] for r in mixed] == [False, True, False]
-    assert mixed[1]["message"] == first[1]["message"]
-    assert [r["message"]["offset"] for r in mixed] == [3, 1, 4]
+    assert mixed[1] == {**first[1], "replayed": True}
+    assert [r["offset"] for r in mixed] == [3, 1, 4]
     # Single publishes and batches share the keys.
     single = api.post("/v1/streams/s/messages", json={"payload": "s", "idempotency_key": "D"}).json()
-    assert single == {"message": mixed[0]["message"], "replayed": True}
+    assert single["replayed"] is True and single["message"]["id"] == mixed[0]["id"]
+    assert single["message"]["payload"] == big  # the original, read back from the log
     api.post("/v1/streams/s/messages", json={"payload": "e", "idempotency_key": "E"})
     assert _batch(api, "s", [{"payload": "e2", "idempotency_key": "E"}])[0]["replayed"] is True
     stored = {m["offset"]: m["payload"] for m in api.get("/v1/streams/s/messages").json()["messages"]}
@@ -316,3 +320,55 @@ def test_concurrent_batches_with_shared_idempotency_keys_publish_each_key_once(t
     offsets = [m["offset"] for m in stored["messages"]]
     assert sorted(offsets) == list(range(stream["messages"]))  # gapless, no duplicate
     assert sorted(m["idempotency_key"] for m in stored["messages"] if m["idempotency_key"]) == sorted(shared_keys)
+
+
+def test_batch_publishers_and_acking_consumers_at_once_lose_double_and_deadlock_nothing(tenant):
+    """Three threads publish batches while four consume and ack: every message is delivered exactly
+    once, in order per key, and no call fails (a publish took the subscription row before the units
+    an ack held, and the two deadlocked)."""
+    p = tenant.principal
+    service.publish(p, "live", None, [Outgoing(payload=0, key="warmup")])
+    service.create_subscription(p, "live", None, "w", max_deliveries=5, lease_ms=30_000, start="latest")
+    producers, batches, keys_each = 3, 30, 4
+    seen: dict[str, list[int]] = {f"p{w}k{k}": [] for w in range(producers) for k in range(keys_each)}
+    guard, done, errors = threading.Lock(), threading.Event(), []
+
+    def producer(w: int) -> None:
+        try:
+            for b in range(batches):
+                got = service.publish_each(p, "live", None, [
+                    Outgoing(payload={"seq": b * 3 + j}, key=f"p{w}k{k}") for j in range(3) for k in range(keys_each)])
+                assert not any(isinstance(a, Refused) for a in got)
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    def consumer() -> None:
+        try:
+            while True:
+                got = service.consume(p, "live", None, "w", max_messages=5, lease_ms=None, wait_ms=0)["messages"]
+                if not got:
+                    if done.is_set():
+                        return
+                    time.sleep(0.005)
+                    continue
+                with guard:
+                    for m in got:
+                        if m["key"] in seen:
+                            seen[m["key"]].append(m["payload"]["seq"])
+                assert service.ack(p, "live", None, "w", [m["receipt"] for m in got])["lost"] == []
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    pthreads = [threading.Thread(target=producer, args=(w,)) for w in range(producers)]
+    cthreads = [threading.Thread(target=consumer) for _ in range(4)]
+    for t in pthreads + cthreads:
+        t.start()
+    for t in pthreads:
+        t.join(timeout=120)
+    done.set()
+    for t in cthreads:
+        t.join(timeout=120)
+    assert not errors, errors
+    assert seen == {k: list(range(batches * 3)) for k in seen}
+    sub = service.get_subscription(p, "live", None, "w")
+    assert (sub["pending"], sub["acked"]) == (0, producers * batches * 3 * keys_each)

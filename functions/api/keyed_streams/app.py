@@ -131,7 +131,7 @@ def publish_batch(stream: str, body: Annotated[PublishBatch, Body()], project: P
         if isinstance(answer, Refused):
             results.append({"ok": False, "error": {"code": answer.code, "message": answer.message}})
         else:
-            results.append({"ok": True, "message": answer[0], "replayed": answer[1]})
+            results.append({"ok": True, **answer[0], "replayed": answer[1]})
             published += not answer[1]
     if published:
         metrics.add_metric(name="MessagesPublished", unit="Count", value=published)

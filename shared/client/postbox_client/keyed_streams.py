@@ -30,7 +30,7 @@ def _messages(data: dict[str, Any]) -> list[StreamMessage]:
 def _result(data: dict[str, Any]) -> PublishResult:
     if not data.get("ok"):
         return PublishResult(False, error=data.get("error"))
-    return PublishResult(True, build(StreamMessage, data["message"]), bool(data.get("replayed")))
+    return PublishResult(True, data.get("id"), data.get("offset"), data.get("status"), bool(data.get("replayed")))
 
 
 class StreamCalls:

@@ -133,11 +133,14 @@ class StreamMessage:
 
 @dataclass
 class PublishResult:
-    """One message of a batch publish, in its place: `ok` with the message (`replayed` when an
-    earlier publish with its idempotency key answered), or refused with `error` {code, message}."""
+    """One message of a batch publish, in its place: `ok` with the message's id, offset and status
+    (`replayed` when an earlier publish with its idempotency key answered: that message's), or
+    refused with `error` {code, message}."""
 
     ok: bool
-    message: StreamMessage | None = None
+    id: str | None = None
+    offset: int | None = None
+    status: str | None = None
     replayed: bool = False
     error: dict[str, str] | None = None
 

@@ -26,19 +26,14 @@ SCAN_BUDGET = 5000     # rows a `q` browse inspects per request before it answer
 _ID_ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
 
 
+_ID_TABLE = bytes(_ID_ALPHABET.encode()[b & 31] for b in range(256))  # a random byte's low 5 bits
+
+
 def new_ids(n: int) -> list[str]:
-    """`msg_` + 21 base32 characters (105 random bits) each, as the spec's ids look: one call for
-    the random bytes of a whole batch."""
-    out = []
-    pool = secrets.token_bytes(14 * n)
-    for i in range(n):
-        bits = int.from_bytes(pool[14 * i: 14 * i + 14], "big") >> 7
-        chars = []
-        for _ in range(21):
-            chars.append(_ID_ALPHABET[bits & 31])
-            bits >>= 5
-        out.append("msg_" + "".join(chars))
-    return out
+    """`msg_` + 21 base32 characters (105 random bits) each, as the spec's ids look: the random
+    bytes of a whole batch drawn and mapped at once (each byte gives one character)."""
+    text = secrets.token_bytes(21 * n).translate(_ID_TABLE).decode()
+    return ["msg_" + text[21 * i: 21 * i + 21] for i in range(n)]
 
 
 def unit_of(key: str | None, offset: int) -> str:

@@ -63,9 +63,11 @@ _STATUS = {"PB400": 400, "PB413": 413}
 
 
 def publish(conn: psycopg.Connection, tenant_id: str, key_project: str | None, project: str, name: str,
-            batch: list[Outgoing], *, strict: bool) -> list[Answer | Refused]:
+            batch: list[Outgoing], *, strict: bool, documents: bool = True) -> list[Answer | Refused]:
     """One answer per message, in input order. `strict`: the first refused message raises its
-    error (the call changes nothing); otherwise it is answered as Refused and the rest land."""
+    error (the call changes nothing); otherwise it is answered as Refused and the rest land.
+    Each answer holds the message document, or with `documents` false only its id, offset and
+    status (a batch's answer: what a caller needs to find it again, without its payload)."""
     payloads = [encode(o.payload) for o in batch]
     records = [Record(raw, key=o.key, headers=encode(o.headers) if o.headers is not None else None)
                for raw, o in zip(payloads, batch, strict=True)]
@@ -78,6 +80,8 @@ def publish(conn: psycopg.Connection, tenant_id: str, key_project: str | None, p
         [o.expires_at for o in batch], [len(p) for p in payloads], messages.new_ids(len(batch)), frames,
         codec, len(raw), packed if codec == ZSTD else None,
     )).fetchall()
+    if not documents:
+        return [_summary(row) for row in rows if row[0] == "item"]
     entries: dict[int, Entry] = {}
     for row in rows:
         if row[0] == "segment":
@@ -85,6 +89,13 @@ def publish(conn: psycopg.Connection, tenant_id: str, key_project: str | None, p
             for entry in decode(unpack(seg_codec, seg_frames), first, ts):
                 entries[entry.offset] = entry
     return [_answer(row, name, batch, entries) for row in rows if row[0] == "item"]
+
+
+def _summary(row: tuple) -> Answer | Refused:
+    _, _, outcome, state, code, message, _, _, offset, msg_id, _, status, *_ = row
+    if outcome == "refused":
+        return Refused(code, message, _STATUS.get(state, 400))
+    return {"id": msg_id, "offset": offset, "status": status}, outcome == "replayed"
 
 
 def _answer(row: tuple, stream: str, batch: list[Outgoing], entries: dict[int, Entry]) -> Answer | Refused:

@@ -156,9 +156,11 @@ def publish(principal: Principal, name: str, project: str | None,
 def publish_each(principal: Principal, name: str, project: str | None,
                  batch: list[publishing.Outgoing | publishing.Refused]) -> list[publishing.Answer | publishing.Refused]:
     """A batch, each message on its own: a refused one says why and the others are published, in one
-    round trip and one transaction. Items the caller already refused (their shape) keep their place."""
+    round trip and one transaction; each published (or replayed) one is answered with its id,
+    offset and status. Items the caller already refused (their shape) keep their place."""
     keep = [i for i, item in enumerate(batch) if isinstance(item, publishing.Outgoing)]
-    answers = _publish(principal, name, project, [batch[i] for i in keep], strict=False)  # type: ignore[misc]
+    answers = _publish(principal, name, project, [batch[i] for i in keep], strict=False,  # type: ignore[misc]
+                       documents=False)
     out: list[publishing.Answer | publishing.Refused] = list(batch)  # type: ignore[arg-type]
     for i, answer in zip(keep, answers, strict=True):
         out[i] = answer
@@ -166,13 +168,14 @@ def publish_each(principal: Principal, name: str, project: str | None,
 
 
 def _publish(principal: Principal, name: str, project: str | None, batch: list[publishing.Outgoing], *,
-             strict: bool) -> list[publishing.Answer | publishing.Refused]:
+             strict: bool, documents: bool = True) -> list[publishing.Answer | publishing.Refused]:
     access.require(principal, "write")
     names.KEYED_STREAM.check(name, "stream", code="invalid_name")  # the publish may create it
     where = project or DEFAULT_PROJECT
 
     def run(conn):
-        return publishing.publish(conn, principal.tenant_id, principal.project_id, where, name, batch, strict=strict)
+        return publishing.publish(conn, principal.tenant_id, principal.project_id, where, name, batch, strict=strict,
+                                  documents=documents)
 
     return _work(run, connect=db.connection)  # autocommit: the publish is one statement
 

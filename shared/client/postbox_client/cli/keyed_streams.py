@@ -54,8 +54,8 @@ def _publish_file(args, pb) -> int:
             advance(len(chunk))
     refused = [(n, r.error or {}) for (n, _), r in zip(lines, results, strict=True) if not r.ok]
     if args.json:
-        emit_json([{"line": n, "ok": r.ok, "replayed": r.replayed, "message": r.message, "error": r.error}
-                   for (n, _), r in zip(lines, results, strict=True)])
+        emit_json([{"line": n, "ok": r.ok, "id": r.id, "offset": r.offset, "status": r.status,
+                    "replayed": r.replayed, "error": r.error} for (n, _), r in zip(lines, results, strict=True)])
     else:
         published = sum(1 for r in results if r.ok and not r.replayed)
         replayed = sum(1 for r in results if r.ok and r.replayed)

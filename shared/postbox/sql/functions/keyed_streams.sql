@@ -27,25 +27,29 @@ END $$;
 
 -- Hand newly available messages (offset, ordering unit) to every subscription of the stream, or to
 -- the one p_only names: a stream_pending row each, the unit's stream_sub_keys row created or moved
--- (its head is its oldest pending offset), the subscription's pending counter.
+-- (its head is its oldest pending offset), the subscription's pending counter. Three statements in
+-- the lock order (units in order, then pending rows, then the subscription rows): as one statement
+-- with data-modifying CTEs, the subscriptions' UPDATE (the main query) ran before the units' upsert,
+-- and a publish holding a subscription row while waiting for a unit an ack held deadlocked with it.
 CREATE OR REPLACE FUNCTION keyed_stream_enqueue(p_stream bigint, p_offsets bigint[], p_units text[], p_only bigint)
-RETURNS void LANGUAGE sql AS $$
-    WITH new AS (
-        SELECT * FROM unnest(p_offsets, p_units) AS n(o, u)
-    ), subs AS (
-        SELECT id FROM stream_subscriptions WHERE stream_id = p_stream AND (p_only IS NULL OR id = p_only)
-    ), keys AS (
-        INSERT INTO stream_sub_keys AS k (sub_id, unit, pending, head)
-        SELECT subs.id, new.u, count(*), min(new.o) FROM subs CROSS JOIN new
-        GROUP BY subs.id, new.u ORDER BY subs.id, new.u
-        ON CONFLICT (sub_id, unit) DO UPDATE SET pending = k.pending + excluded.pending,
-                                                 head = least(k.head, excluded.head)
-    ), ins AS (
-        INSERT INTO stream_pending (sub_id, "offset", unit)
-        SELECT subs.id, new.o, new.u FROM subs CROSS JOIN new
-    )
-    UPDATE stream_subscriptions s SET pending = s.pending + cardinality(p_offsets) FROM subs WHERE s.id = subs.id;
-$$;
+RETURNS void LANGUAGE plpgsql AS $$
+DECLARE
+    subs bigint[] := ARRAY(SELECT id FROM stream_subscriptions
+                           WHERE stream_id = p_stream AND (p_only IS NULL OR id = p_only) ORDER BY id);
+BEGIN
+    IF cardinality(subs) = 0 OR coalesce(cardinality(p_offsets), 0) = 0 THEN
+        RETURN;
+    END IF;
+    INSERT INTO stream_sub_keys AS k (sub_id, unit, pending, head)
+    SELECT s.id, n.u, count(*), min(n.o)
+    FROM unnest(subs) AS s(id) CROSS JOIN unnest(p_offsets, p_units) AS n(o, u)
+    GROUP BY s.id, n.u ORDER BY s.id, n.u
+    ON CONFLICT (sub_id, unit) DO UPDATE SET pending = k.pending + excluded.pending,
+                                             head = least(k.head, excluded.head);
+    INSERT INTO stream_pending (sub_id, "offset", unit)
+    SELECT s.id, n.o, n.u FROM unnest(subs) AS s(id) CROSS JOIN unnest(p_offsets, p_units) AS n(o, u);
+    UPDATE stream_subscriptions SET pending = pending + cardinality(p_offsets) WHERE id = ANY (subs);
+END $$;
 
 -- ---- The publish: one round trip for one message or a batch of up to 100 -------------------------
 -- The caller has framed each message's record (p_frames, one frame each, so any subset of them is a
