@@ -116,8 +116,11 @@ def cycle_partitioned(t: Timer, n: int, q: str) -> None:
 
 
 def cycle_keyed_streams(t: Timer, n: int, s: str) -> None:
-    for i in range(n):  # publish takes one message per request
-        t.call("keyed-streams", "publish", "POST", f"/v1/streams/{s}/messages", {"key": f"k{i}", "payload": {"n": i}})
+    if n == 1:
+        t.call("keyed-streams", "publish", "POST", f"/v1/streams/{s}/messages", {"key": "k0", "payload": {"n": 0}})
+    else:  # one batch publish per n messages, each with its own key
+        t.call("keyed-streams", "publish_batch", "POST", f"/v1/streams/{s}/messages/batch",
+               {"messages": [{"key": f"k{i}", "payload": {"n": i}} for i in range(n)]})
     got = _json(t.call("keyed-streams", "consume", "POST", f"/v1/streams/{s}/subscriptions/w/consume",
                        {"max_messages": n}))["messages"]
     t.call("keyed-streams", "ack", "POST", f"/v1/streams/{s}/subscriptions/w/ack",
