@@ -214,6 +214,7 @@ ROUTES: tuple[Route, ...] = tuple(
         ("POST", WORK_KEYS + "/{key_id}/rotate"),
         ("POST", WORK_KEYS + "/{key_id}/revoke"),
         ("GET", WORK + "/whoami"),
+        ("GET", WORK + "/tenants/{tenant_id}"),
         ("GET", WORK + "/tenants/{tenant_id}/audit"),
         ("POST", WORK + "/tenants/{tenant_id}/data-erasure"),
         ("GET", WORK + "/tenants/{tenant_id}/data-erasure/jobs/{job_id}"),

@@ -1,5 +1,6 @@
-"""Routes and request bodies of the tenant's work API keys (mint, list, read, rotate, revoke) and
-`whoami`, which tells a key what it is.
+"""Routes and request bodies of the tenant's work API keys (mint, list, read, rotate, revoke),
+`whoami`, which tells a key what it is, and the tenant itself (`/tenants/{tenant_id}`, by id or
+name, as every `/tenants/...` route takes it).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pydantic import Field, field_validator
 from functions.api.work.acl import Cidr, Id, Operation, _uuid
 from functions.api.work.envelope import caller, data
 from functions.api.work.fields import ActorId, ActorType, _Strict, not_reserved
-from postbox.work import keys
+from postbox.work import keys, tenants
 
 router = Router()
 KEYS = "/tenants/<tenant_id>/api-keys"
@@ -87,3 +88,8 @@ def revoke_key(tenant_id: str, key_id: str, body: Annotated[RevokeKey | None, Bo
 @router.get("/whoami")
 def whoami():
     return data(keys.whoami(caller()))
+
+
+@router.get("/tenants/<tenant_id>")
+def get_tenant(tenant_id: str):
+    return data(tenants.get_tenant(caller(), tenant_id))

@@ -28,7 +28,7 @@ VALUES (%(scope)s, %(tenant)s, %(action)s, %(rtype)s, %(rid)s, %(corr)s, %(atype
 """
 
 _DOC = """jsonb_build_object(
-    'id', j.seq::text, 'event_type', j.event_type, 'scope_id', j.scope_id,
+    'id', j.seq::text, 'event_type', j.event_type, 'scope_id', j.scope_id, 'tenant_id', j.tenant_id,
     'actor_type', j.actor_type, 'actor_id', j.actor_id,
     'resource_type', j.resource_type, 'resource_id', coalesce(j.resource_id, j.message_id::text),
     'correlation_id', j.correlation_id, 'outcome', j.outcome,

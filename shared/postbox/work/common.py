@@ -8,7 +8,7 @@ from typing import Any
 
 from .. import jsoncodec, paging
 from ..errors import NotFound, Unprocessable
-from ..tenancy import Principal, require
+from ..tenancy import Principal, require, tenant_name
 
 VIEW = "scaiqueue:view"
 PUBLISH = "scaiqueue:publish"
@@ -29,18 +29,32 @@ def missing(code: str) -> NotFound:
     return NotFound(_MISSING[code], code=code)
 
 
-def own_tenant(principal: Principal, path_tenant: str) -> str:
-    """The caller's tenant, which a `/tenants/{tenant_id}` route must name; these routes need
-    manage. Any other tenant, or a malformed id, is answered as a missing one (404 `NOT_FOUND`), so
+def own_tenant(principal: Principal, path_tenant: str, need: str = MANAGE) -> str:
+    """The caller's tenant, which a `/tenants/{tenant_id}` route must name, by its id or its name
+    (as scope routes take a slug); these routes need manage unless `need` says otherwise. Any other
+    tenant, or something that names none, is answered as a missing one (404 `NOT_FOUND`), so
     tenants cannot be probed."""
-    tenant_id = require(principal, MANAGE)
+    tenant_id = require(principal, need)
+    named = str(path_tenant)
     try:
-        named = str(uuid.UUID(str(path_tenant)))
+        named = str(uuid.UUID(named))
     except ValueError:
-        named = None
+        if named == _tenant_name(tenant_id):
+            named = tenant_id
     if named != tenant_id:
         raise NotFound("Tenant not found.", code="NOT_FOUND")
     return tenant_id
+
+
+_names: dict[str, str | None] = {}  # tenant id -> name: a tenant is never renamed
+
+
+def _tenant_name(tenant_id: str) -> str | None:
+    if tenant_id not in _names:
+        if len(_names) > 10_000:
+            _names.clear()
+        _names[tenant_id] = tenant_name(tenant_id)
+    return _names[tenant_id]
 
 
 def parse_id(value: str, code: str) -> str:

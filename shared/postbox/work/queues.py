@@ -41,7 +41,8 @@ SETTINGS: dict[str, Any] = {
 _COLUMNS = """q.id, q.queue_id, q.scope_id, q.slug, q.display_name, q.description, q.is_system, q.state,
 q.consumer_mode, q.ordering, q.max_depth, q.overflow_policy, q.visibility_timeout_s, q.max_retries, q.ttl_seconds,
 q.created_at, q.updated_at,
-(SELECT jsonb_build_object('name', x.name, 'version', x.version) FROM work_schemas x WHERE x.id = q.schema_id)"""
+(SELECT jsonb_build_object('name', x.name, 'version', x.version) FROM work_schemas x WHERE x.id = q.schema_id),
+q.tenant_id"""  # row[0] id, [1] queue_id, [2] scope_id, [3] slug, [6] is_system: read by position below
 
 EVENTS_PER_READ = 10_000  # work_events_sync's bound
 
@@ -52,10 +53,11 @@ FROM work_queue_counters WHERE queue_id = ANY(%s) GROUP BY queue_id"""
 
 def _doc(row: tuple) -> dict[str, Any]:
     (_, qid, sid, slug, name, description, system, state, mode, ordering, max_depth, overflow, vt, retries, ttl,
-     created, updated, schema) = row
+     created, updated, schema, tenant) = row
     return {
-        "id": str(qid), "scope_id": str(sid), "slug": slug, "display_name": name, "description": description,
-        "is_system": system, "state": state, "consumer_mode": mode, "ordering": ordering, "max_depth": max_depth,
+        "id": str(qid), "scope_id": str(sid), "tenant_id": str(tenant), "slug": slug, "display_name": name,
+        "description": description, "is_system": system, "state": state, "consumer_mode": mode, "ordering": ordering,
+        "max_depth": max_depth,
         "overflow_policy": overflow, "visibility_timeout_s": vt, "max_retries": retries, "ttl_seconds": ttl,
         "schema": schema, "created_at": created.isoformat(), "updated_at": updated.isoformat(),
     }

@@ -38,8 +38,8 @@ TRANSITIONS: dict[str, tuple[tuple[str, ...], str]] = {
     "unarchive": (("archived",), "active"),
 }
 
-_COLUMNS = """s.id, s.slug, s.display_name, s.description, s.defaults, s.state, s.emit_published, s.emit_claimed,
-s.retention_days, s.dead_letter_alert, s.created_at, s.updated_at,
+_COLUMNS = """s.id, s.tenant_id, s.slug, s.display_name, s.description, s.defaults, s.state, s.emit_published,
+s.emit_claimed, s.retention_days, s.dead_letter_alert, s.created_at, s.updated_at,
 (SELECT jsonb_object_agg(q.slug, q.queue_id) FROM work_queues q WHERE q.scope_id = s.id AND q.is_system)"""
 
 _CREATE = """
@@ -66,10 +66,11 @@ _LOCK = f"SELECT state FROM work_scopes WHERE id = %s AND tenant_id = %s AND {ac
 
 
 def _doc(row: tuple) -> dict[str, Any]:
-    (sid, slug, name, description, defaults, state, published, claimed, retention, alert, created, updated,
-     system) = row
+    (sid, tenant, slug, name, description, defaults, state, published, claimed, retention, alert, created,
+     updated, system) = row
     return {
-        "id": str(sid), "slug": slug, "display_name": name, "description": description, "defaults": defaults,
+        "id": str(sid), "tenant_id": str(tenant), "slug": slug, "display_name": name, "description": description,
+        "defaults": defaults,
         "state": state, "emit_events": [e for e, on in (("published", published), ("claimed", claimed)) if on],
         "retention_days": retention, "dead_letter_alert_threshold": alert,
         "system_queues": {k: str(v) for k, v in (system or {}).items()},

@@ -27,6 +27,7 @@ SUBSCRIPTION_NOT_FOUND = "SCAIQUEUE_SUBSCRIPTION_NOT_FOUND"
 ACTIONS = ("complete", "fail", "release")
 
 _DOC = """jsonb_build_object(
+    'tenant_id', x.tenant_id,
     'id', x.id, 'scope_id', x.scope_id, 'queue_id', q.queue_id,
     'consumer_mode', q.consumer_mode,
     'subscriber_type', x.subscriber_type, 'subscriber_id', x.subscriber_id, 'filter', x.filter,

@@ -48,7 +48,7 @@ SELECT m.id, q.queue_id, q.slug AS queue_slug, m.scope_id, m.state, m.message_ty
        m.hitl_spec, m.attempts, m.claimed_by, m.claim_token, m.claimed_at,
        CASE WHEN m.state = 'claimed' THEN m.visible_at END AS claim_expires_at,
        CASE WHEN m.state = 'pending' THEN m.visible_at END AS visible_at,
-       m.failure_reason, m.response, m.created_at, m.updated_at, m.ended_at
+       m.failure_reason, m.response, m.created_at, m.updated_at, m.ended_at, m.tenant_id
 FROM work_messages m JOIN work_queues q ON q.id = m.queue_id;
 
 CREATE OR REPLACE FUNCTION work_message_doc(p_id uuid) RETURNS jsonb LANGUAGE sql STABLE AS $$
