@@ -9,11 +9,13 @@ crashes were) plus a few random examples per operation (`EXAMPLES`)."""
 from __future__ import annotations
 
 import re
+import uuid
 
 import httpx
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
@@ -96,3 +98,58 @@ def test_a_body_nested_10000_deep_is_never_a_5xx(shape, gateway, fuzz_client):
         answers[f"{route.method} {path}"] = r.status_code
     assert not {k: v for k, v in answers.items() if v >= 500}, answers
     assert answers["POST /v1/stream/fuzz"] == 400 and answers[f"POST /{account}/s.fuzz"] == 400
+
+
+# Rule expressions and HITL sections are parsed past the scope's 404, so they are fuzzed on a scope
+# that exists: random token soups and random texts as conditions (then publishes the rules judge),
+# random section lists as pattern specs. Every answer is a 201 or a 422, never a 5xx.
+_TOKENS = ["labels.tier", "body.a.b", "type", "queue", "priority.score", "labels['x y']", "==", "!=", "<", "<=",
+           ">", ">=", "=", "===", "&&", "||", "!", "~", "in", "not", "and", "or", "contains", "exists", "exists(",
+           "(", ")", "[", "]", ",", ".", "'a'", '"b"', "'", '"', "1", "-2.5", "1e999", "true", "null", "\\", "é",
+           "\x00", "\u2028", "labels.", "[1,", "matches"]
+_EXPRESSIONS = st.one_of(st.lists(st.sampled_from(_TOKENS), min_size=1, max_size=40).map(" ".join),
+                         st.lists(st.sampled_from(_TOKENS), min_size=1, max_size=40).map("".join),
+                         st.text(min_size=1, max_size=300))
+_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=20))
+_SECTION = st.dictionaries(st.sampled_from(["type", "title", "content", "field", "options", "kind", "required",
+                                            "label", "other"]),
+                           st.one_of(st.sampled_from(["context", "decision", "input", "summary", "text", "{{p}}"]),
+                                     _SCALARS, st.lists(_SCALARS, max_size=3)), max_size=5)
+
+
+@pytest.fixture(scope="module")
+def work_scope(fuzz_client):
+    w = "/v1/modules/scaiqueue"
+    scope = fuzz_client.post(f"{w}/scopes", json={"slug": "fuzz-parsed"}).json()["data"]["id"]
+    queue = fuzz_client.post(f"{w}/scopes/{scope}/queues", json={"slug": "in"}).json()["data"]["id"]
+    return f"{w}/scopes/{scope}", queue
+
+
+@given(text=_EXPRESSIONS)
+@settings(max_examples=120, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+def test_rule_expressions_are_201_or_422(text, fuzz_client, work_scope):
+    base, queue = work_scope
+    r = fuzz_client.post(f"{base}/routing-rules", json={"name": "f", "conditions": text, "action": {"type": "archive"},
+                                                         "enabled": False})
+    assert r.status_code in (201, 422), (text, r.text)
+    if r.status_code == 201:  # the evaluator judges what the parser let through
+        rule = r.json()["data"]
+        assert rule["conditions"] == text
+        dry = fuzz_client.post(f"{base}/routing-rules/test", json={"message": {"labels": {"tier": "1"},
+                                                                               "body": {"a": {"b": [1]}}}})
+        assert dry.status_code == 200, dry.text
+        assert fuzz_client.delete(f"{base}/routing-rules/{rule['id']}").status_code == 200
+    else:
+        assert r.json()["error"]["details"][0]["field"].startswith("conditions"), r.text
+
+
+@given(sections=st.one_of(st.lists(_SECTION, max_size=4), _SCALARS))
+@settings(max_examples=120, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+def test_hitl_sections_are_201_or_422(sections, fuzz_client, work_scope):
+    base, _ = work_scope
+    r = fuzz_client.post(f"{base}/hitl-patterns", json={"name": f"f{uuid.uuid4().hex[:8]}", "version": "1",
+                                                        "spec": {"sections": sections},
+                                                        "parameters": [{"name": "p", "required": False}]})
+    assert r.status_code in (201, 422), (sections, r.text)
+    if r.status_code == 422:
+        assert r.json()["error"]["details"][0]["field"].startswith("spec"), r.text

@@ -6,8 +6,10 @@ list) read back as written, judged by the dry run and routing a publish, and bad
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from postbox.work.expressions import ExpressionError, parse
+from postbox.work.expressions import ExpressionError, depth, parse
 from support.work_api import W
 from support.work_api import error as _error
 from support.work_api import ok as _ok
@@ -62,6 +64,10 @@ def test_expressions_translate_into_the_json_form(text, parsed):
     ("labels.x in 'a'", 13, "expected `[`"),
     ("labels.x contains null", 19, "`contains` takes"),
     ("labels.x ∈ [1]", 10, "unexpected character"),
+    ("ᜀ", 1, "unexpected character"),
+    ("labels.é == 1", 8, "unexpected character"),
+    ("labels.x == ٣", 13, "unexpected character"),
+    ("labels.x == -٣", 14, "unexpected character"),
     ("", 1, "empty"),
     ("not " * 40 + "labels.x exists", 129, "nests deeper"),
     ("labels.x == 12abc", 13, "not a number"),
@@ -172,3 +178,16 @@ def test_contains_over_strings_arrays_and_objects(api, scope, queues):
                           ({"v": "a-b"}, False), ({"v": ["abc"]}, False), ({"v": 5}, False), ({}, False)):
         dry = _ok(api.post(f"{base}/test", json={"message": {"body": body}}))
         assert (dry["applied"] is not None) is matches, body
+
+
+@given(st.one_of(st.text(max_size=80), st.lists(st.sampled_from(
+    ["labels.a", "body.x.0", "==", "<=", "=", "in", "not", "and", "or", "contains", "exists", "exists(", "(", ")",
+     "[", "]", ",", "'s'", '"', "-", "-.5", "1e5", "null", "true", "é", "٣"]), max_size=15).map(" ".join)))
+@settings(max_examples=500, deadline=None, derandomize=True)
+def test_any_text_is_a_condition_or_an_expression_error(text):
+    try:
+        found = parse(text)
+    except ExpressionError as e:
+        assert 1 <= e.position <= len(text) + 1
+    else:
+        assert isinstance(found, dict) and depth(found) <= 8

@@ -40,6 +40,8 @@ _COMPARE = {"==": "eq", "!=": "ne", "<": "lt", "<=": "lte", ">": "gt", ">=": "gt
 _KEYWORDS = {"and", "or", "not", "in", "contains", "exists", "true", "false", "null"}
 _HINTS = {"=": "==", "<>": "!=", "===": "==", "!==": "!=", "&&": "and", "||": "or", "!": "not"}
 _OPERATOR_CHARS = "=!<>~&|^%*+/:;?@#$`"
+_DIGITS = frozenset("0123456789")
+_NAME_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 _NUMBER = re.compile(r"-?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _ESCAPES = {"\\": "\\", "'": "'", '"': '"', "n": "\n", "t": "\t", "r": "\r", "/": "/"}
@@ -73,8 +75,8 @@ def _tokens(text: str) -> list[_Token]:
             value, i2 = _string(text, i)
             out.append(_Token("string", text[i:i2], value, i + 1))
             i = i2
-        elif ch.isdigit() or (ch in "-." and i + 1 < n and text[i + 1].isdigit()) \
-                or (ch == "-" and text[i + 1:i + 2] == "." and text[i + 2:i + 3].isdigit()):
+        elif ch in _DIGITS or (ch in "-." and text[i + 1:i + 2] in _DIGITS) \
+                or (ch == "-" and text[i + 1:i + 2] == "." and text[i + 2:i + 3] in _DIGITS):
             m = _NUMBER.match(text, i)
             if m is None or (m.end() < n and (text[m.end()].isalnum() or text[m.end()] == "_")):
                 raise ExpressionError(i + 1, "not a number")
@@ -84,7 +86,7 @@ def _tokens(text: str) -> list[_Token]:
                 raise ExpressionError(i + 1, "number out of range")
             out.append(_Token("number", literal, value, i + 1))
             i = m.end()
-        elif ch.isalpha() or ch == "_":
+        elif ch in _NAME_START:
             m = _NAME.match(text, i)
             word = m.group()
             if word.lower() in _KEYWORDS:
