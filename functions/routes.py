@@ -225,8 +225,9 @@ ROUTES: tuple[Route, ...] = tuple(
         ("GET", WORK + "/scopes/{scope_id}/audit/trace/{correlation_id}"),
         ("GET", WORK + "/scopes/{scope_id}/audit/stats"),
     )
-    # SQS's endpoint and its queue URLs as request targets (SigV4 is verified by the function)
-    + _rows("sqs", ("POST", "/sqs"), ("POST", "/sqs/{account}/{queue}"))
+    # SQS's endpoint, its queue URLs as request targets, and the API's root for clients that cannot
+    # give an endpoint a path (kombu's SQS transport); SigV4 is verified by the function
+    + _rows("sqs", ("POST", "/sqs"), ("POST", "/sqs/{account}/{queue}"), ("POST", "/"))
     # (each surface adds its own `+ _rows("<function>", ...)` block above this line)
 )
 

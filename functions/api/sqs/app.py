@@ -1,4 +1,5 @@
-"""The SQS endpoint (`/sqs`, and queue URLs `/sqs/<account>/<queue>` as request targets): the AWS
+"""The SQS endpoint (`/sqs`, queue URLs `/sqs/<account>/<queue>` as request targets, and `POST /`
+for clients that take a host and port only): the AWS
 JSON 1.0 protocol (`X-Amz-Target: AmazonSQS.<Action>`) that SDKs and the AWS CLI speak, with
 SigV4 verified here (its routes have no authorizer). Parses, authenticates, calls the domain's
 action, answers in SQS's shapes: `{"__type", "message"}` and `x-amzn-query-error` on errors."""
@@ -110,6 +111,12 @@ def _serve(target: tuple[str, str] | None) -> Response:
 
 @app.post(MOUNT)
 def endpoint() -> Response:
+    return _serve(None)
+
+
+@app.post("/")
+def root() -> Response:
+    """The endpoint at the API's root, for clients that build an endpoint from a host and port alone."""
     return _serve(None)
 
 
