@@ -180,6 +180,7 @@ def test_an_upgraded_database_has_exactly_the_catalog_of_a_fresh_one(upgraded, f
 def test_the_upgrade_dropped_only_what_no_file_defines(upgraded):
     _, applied = upgraded
     assert sorted(x for x in applied if x.startswith("dropped ")) == [
+        "dropped function work_claim(uuid,uuid,uuid,integer,integer,text,text,text)",  # it takes a subscription now
         "dropped function work_complete_batch_checked(uuid,uuid,jsonb,uuid[],text,text)",
         "dropped function work_emit(work_scopes,text,work_messages,jsonb)",
     ]
