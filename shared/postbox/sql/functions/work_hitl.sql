@@ -25,27 +25,22 @@ $$;
 -- What is wrong with a reviewer's response to a HITL spec, as [{field, message}] (empty: fits).
 -- A decision {field, options} needs response[field] to be one of the options (present, without
 -- options); an input {field, kind, required} needs a value of its kind (text, number, boolean;
--- any other kind, or none, takes anything) when required (`true`) or given.
+-- any other kind, or none, takes anything) when required (`true`) or given. One pass over the
+-- parts: a pass per kind costs about twice the time.
 CREATE OR REPLACE FUNCTION work_hitl_errors(p_spec jsonb, p_response jsonb) RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
-    SELECT coalesce(jsonb_agg(e.err ORDER BY e.n), '[]') FROM (
-        SELECT p.n, jsonb_build_object('field', 'response.' || (p.part->>'field'), 'message',
-                    CASE WHEN jsonb_typeof(p.part->'options') = 'array'
-                         THEN 'must be one of ' || (p.part->'options')::text ELSE 'required' END) AS err
-        FROM work_hitl_parts(p_spec) p
-        CROSS JOIN LATERAL (SELECT nullif(p_response->(p.part->>'field'), 'null'::jsonb) AS v) d
-        WHERE p.kind = 'decision' AND p.part->>'field' IS NOT NULL
-          AND NOT CASE WHEN jsonb_typeof(p.part->'options') = 'array'
-                       THEN coalesce(jsonb_typeof(d.v) = 'string' AND p.part->'options' @> jsonb_build_array(d.v), false)
-                       ELSE d.v IS NOT NULL END
-        UNION ALL
-        SELECT p.n, jsonb_build_object('field', 'response.' || (p.part->>'field'), 'message',
-                    CASE WHEN v IS NULL THEN 'required' ELSE 'must be ' || x.kind END)
-        FROM work_hitl_parts(p_spec) p
-        CROSS JOIN LATERAL (SELECT nullif(p_response->(p.part->>'field'), 'null'::jsonb) AS v,
-                                   p.part->>'kind' AS kind) x
-        WHERE p.kind = 'input'
-          AND ((v IS NULL AND p.part->'required' = 'true'::jsonb)
-               OR (v IS NOT NULL AND x.kind IN ('text', 'number', 'boolean')
-                   AND jsonb_typeof(v) <> CASE x.kind WHEN 'text' THEN 'string' ELSE x.kind END))
-    ) e
+    SELECT coalesce(jsonb_agg(jsonb_build_object('field', 'response.' || (p.part->>'field'), 'message',
+                                  CASE WHEN p.kind = 'input' AND x.v IS NOT NULL THEN 'must be ' || x.kind
+                                       WHEN p.kind = 'decision' AND jsonb_typeof(p.part->'options') = 'array'
+                                       THEN 'must be one of ' || (p.part->'options')::text
+                                       ELSE 'required' END) ORDER BY p.n), '[]')
+    FROM work_hitl_parts(p_spec) p
+    CROSS JOIN LATERAL (SELECT nullif(p_response->(p.part->>'field'), 'null'::jsonb) AS v, p.part->>'kind' AS kind) x
+    WHERE p.part->>'field' IS NOT NULL
+      AND CASE WHEN p.kind = 'decision'
+               THEN NOT CASE WHEN jsonb_typeof(p.part->'options') = 'array'
+                             THEN coalesce(jsonb_typeof(x.v) = 'string' AND p.part->'options' @> jsonb_build_array(x.v), false)
+                             ELSE x.v IS NOT NULL END
+               ELSE (x.v IS NULL AND p.part->'required' = 'true'::jsonb)
+                    OR (x.v IS NOT NULL AND x.kind IN ('text', 'number', 'boolean')
+                        AND jsonb_typeof(x.v) <> CASE x.kind WHEN 'text' THEN 'string' ELSE x.kind END) END
 $$;
