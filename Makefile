@@ -49,6 +49,7 @@ bench: install
 	$(BIN)/python bench/gateway.py
 	$(BIN)/python bench/work.py
 	$(BIN)/python bench/work_peers.py
+	$(BIN)/python bench/keyed_streams.py
 
 layers: install
 	$(BIN)/python layers/build.py
