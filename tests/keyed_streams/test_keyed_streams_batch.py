@@ -125,6 +125,12 @@ def test_the_requests_own_limits(api):
     _err(api.post(BATCH.format("s"), content=b"{nope", headers={"content-type": "application/json"}), 400)
     _err(api.post(BATCH.format("s"), content=b'{"messages": [{"payload": "\xff"}]}',
                   headers={"content-type": "application/json"}), 400)
+    # The body parser's rules hold for the whole body: the request is refused, naming the place.
+    e = _err(api.post(BATCH.format("s"), content=b'{"messages": [{"payload": 1}, {"payload": "a\\u0000b"}]}',
+                      headers={"content-type": "application/json"}), 400, "invalid_messages")
+    assert e["message"].startswith("messages.1.payload: ")
+    _err(api.post(BATCH.format("s"), content=b'{"messages": [{"payload": NaN}]}',
+                  headers={"content-type": "application/json"}), 400, "invalid_messages")
     _err(api.post(BATCH.format("has space"), json={"messages": [{"payload": 1}]}), 400, "invalid_name")
     _err(api.post(BATCH.format("s") + "?project=nowhere", json={"messages": [{"payload": 1}]}), 404,
          "project_not_found")
