@@ -32,7 +32,15 @@ app = RequestLocalResolver()  # the local gateway serves it from several threads
 def _answer(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
     return Response(status_code=status, content_type=CONTENT_TYPE,
                     body=json.dumps(body, separators=(",", ":"), ensure_ascii=False),
-                    headers={"x-amzn-RequestId": str(uuid.uuid4()), **(headers or {})})
+                    headers={"x-amzn-RequestId": _request_id(), **(headers or {})})
+
+
+def _request_id() -> str:
+    """The request's id (API Gateway's, which the logs carry too) as SQS's x-amzn-RequestId."""
+    try:
+        return app.current_event.request_context.request_id or str(uuid.uuid4())
+    except AttributeError:  # no event in hand
+        return str(uuid.uuid4())
 
 
 def _error(error: errors.SqsError, headers: dict[str, str] | None = None) -> Response:

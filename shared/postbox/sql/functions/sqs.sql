@@ -104,7 +104,8 @@ BEGIN
 END $$;
 
 -- Receive: one JSON array of the messages claimed, in id order, each with when it was first handed
--- out (read from the row as it was before this claim: null on a first receive, which is now).
+-- out (read from the row as it was before this claim: null on a first receive, which is now). The
+-- row is looked up by its key for each message claimed: a join let the planner hash the whole table.
 CREATE OR REPLACE FUNCTION sqs_receive(p_tenant uuid, p_project uuid, p_name text, p_qty int, p_vt float8)
 RETURNS json LANGUAGE plpgsql AS $$
 DECLARE
@@ -117,18 +118,20 @@ BEGIN
         RETURN (
             SELECT coalesce(json_agg(json_build_object(
                 'id', c.r_msg_id, 'n', c.r_read_ct, 'sent', c.r_enqueued_at, 'body', c.r_message,
-                'h', c.r_headers, 'first', date_part('epoch', coalesce(m.first_read_at, now())))
+                'h', c.r_headers, 'first', date_part('epoch', coalesce((
+                    SELECT m.first_read_at FROM queue_messages m WHERE m.queue_id = q.id AND m.msg_id = c.r_msg_id),
+                    now())))
                 ORDER BY c.r_msg_id), '[]')
-            FROM sqs_fifo_claim(q.id, p_qty, v_vt, q.max_reads, q.dead_letter_queue_id) c
-            LEFT JOIN queue_messages m ON m.queue_id = q.id AND m.msg_id = c.r_msg_id);
+            FROM sqs_fifo_claim(q.id, p_qty, v_vt, q.max_reads, q.dead_letter_queue_id) c);
     END IF;
     RETURN (
         SELECT coalesce(json_agg(json_build_object(
             'id', c.r_msg_id, 'n', c.r_read_ct, 'sent', c.r_enqueued_at, 'body', c.r_message,
-            'h', c.r_headers, 'first', date_part('epoch', coalesce(m.first_read_at, now())))
+            'h', c.r_headers, 'first', date_part('epoch', coalesce((
+                SELECT m.first_read_at FROM queue_messages m WHERE m.queue_id = q.id AND m.msg_id = c.r_msg_id),
+                now())))
             ORDER BY c.r_msg_id), '[]')
-        FROM queue_claim(q.id, p_qty, v_vt, q.max_reads, q.dead_letter_queue_id) c
-        LEFT JOIN queue_messages m ON m.queue_id = q.id AND m.msg_id = c.r_msg_id);
+        FROM queue_claim(q.id, p_qty, v_vt, q.max_reads, q.dead_letter_queue_id) c);
 END $$;
 
 -- Delete by receipt: the ids that were waiting (a message already gone is no error, as in SQS).

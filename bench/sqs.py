@@ -1,0 +1,172 @@
+"""SQS's face against Postbox's own queues API, the same workload over HTTP in one run.
+
+    .venv/bin/python bench/sqs.py [--quick] [--fast]
+
+Both sides run through `postbox dev` (its gateway worker processes) on one embedded PostgreSQL:
+boto3's send_message_batch(10), then receive_message(10) + delete_message_batch, against the queues
+API's send_batch of 10, then read(10) + delete, with the same threads, bodies and counts. What
+differs is SQS's: SigV4 (signed by boto3, verified by Postbox), the JSON protocol and its shapes.
+The ratio is SQS / queues API; the goal is 0.8 or more on both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import common  # noqa: E402
+
+CLIENTS = 4
+BATCH = 10
+VT = 300  # longer than any run: a received message never comes back mid-run
+GOAL = 0.8
+FULL, QUICK = 40_000, 4_000
+BODY = '{"order": %d, "item": "widget", "qty": 3, "note": "a body of about a hundred bytes, as a job is"}'
+
+
+class SqsClient:
+    def __init__(self, base: str, credential: dict, url: str) -> None:
+        import boto3
+        from botocore.config import Config
+
+        self.sqs = boto3.session.Session().client(
+            "sqs", endpoint_url=f"{base}/sqs", region_name="us-east-1",
+            aws_access_key_id=credential["access_key_id"], aws_secret_access_key=credential["secret_access_key"],
+            config=Config(retries={"max_attempts": 1}, max_pool_connections=1))
+        self.url = url
+
+    def send(self, first: int) -> int:
+        answer = self.sqs.send_message_batch(QueueUrl=self.url, Entries=[
+            {"Id": str(i), "MessageBody": BODY % (first + i)} for i in range(BATCH)])
+        assert not answer.get("Failed"), answer["Failed"]
+        return len(answer["Successful"])
+
+    def drain(self) -> int:
+        got = self.sqs.receive_message(QueueUrl=self.url, MaxNumberOfMessages=BATCH,
+                                       VisibilityTimeout=VT).get("Messages", [])
+        if got:
+            answer = self.sqs.delete_message_batch(QueueUrl=self.url, Entries=[
+                {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(got)])
+            assert not answer.get("Failed"), answer["Failed"]
+        return len(got)
+
+    def close(self) -> None:
+        self.sqs.close()
+
+
+class QueuesClient:
+    def __init__(self, base: str, key: str, name: str) -> None:
+        import httpx
+
+        self.http = httpx.Client(base_url=base, headers={"apikey": key}, timeout=60)
+        self.path = f"/api/v1/queues/{name}"
+
+    def _post(self, op: str, body: dict) -> Any:
+        response = self.http.post(f"{self.path}/{op}", json=body)
+        response.raise_for_status()
+        return response.json()
+
+    def send(self, first: int) -> int:
+        return len(self._post("send_batch", {"messages": [BODY % (first + i) for i in range(BATCH)]})["msg_ids"])
+
+    def drain(self) -> int:
+        got = self._post("read", {"qty": BATCH, "vt": VT})["messages"]
+        if got:
+            self._post("delete", {"msg_ids": [m["msg_id"] for m in got]})
+        return len(got)
+
+    def close(self) -> None:
+        self.http.close()
+
+
+def send_all(make, total: int) -> tuple[float, int]:
+    per_client = total // CLIENTS
+
+    def work(client, i: int) -> int:
+        sent = 0
+        for first in range(i * per_client, (i + 1) * per_client, BATCH):
+            sent += client.send(first)
+        return sent
+
+    seconds, counts = common.run_clients(CLIENTS, make, work)
+    return seconds, sum(counts)
+
+
+def drain_all(make) -> tuple[float, int]:
+    def work(client, _: int) -> int:
+        done = 0
+        while n := client.drain():
+            done += n
+        return done
+
+    seconds, counts = common.run_clients(CLIENTS, make, work)
+    return seconds, sum(counts)
+
+
+def waiting(url: str, tenant: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return conn.execute("SELECT count(*) FROM queue_messages m JOIN queues q ON q.id = m.queue_id"
+                            " WHERE q.tenant_id = %s", (tenant,)).fetchone()[0]
+
+
+def main() -> None:
+    def run(args, url: str) -> None:
+        from postbox.sqs import credentials
+
+        total = QUICK if args.quick else FULL
+        tenant, key, _ = common.bench_tenant(url)
+        credential = credentials.mint(tenant, "manage")
+        print(f"SQS face vs the queues API ({'quick' if args.quick else 'full'} run): {total:,} messages, "
+              f"{CLIENTS} client threads, batches of {BATCH}; ratio = SQS / queues API\n")
+        gateway = common.DevServer(url).start()
+        table = common.Table()
+        try:
+            import httpx
+
+            httpx.post(f"{gateway.url}/api/v1/queues", headers={"apikey": key}, json={"name": "native"})
+            sqs_url = SqsClient(gateway.url, credential, "").sqs.create_queue(QueueName="face")["QueueUrl"]
+            sides = {"SQS": lambda: SqsClient(gateway.url, credential, sqs_url),
+                     "queues API": lambda: QueuesClient(gateway.url, key, "native")}
+            figures: dict[tuple[str, str], float] = {}
+            with contextlib.redirect_stdout(io.StringIO()):
+                for make in sides.values():  # every worker process has served both before the clock starts
+                    gateway.warm(make, lambda c, i: (c.send(0), c.drain(), c.drain()))
+            table.header()
+            for rnd in range(2):  # each side twice, interleaved, so drift on the machine hits both
+                for side, make in sides.items():
+                    common.checkpoint(url)
+                    seconds, sent = send_all(make, total)
+                    figures[(side, f"send{rnd}")] = sent / seconds
+                    common.checkpoint(url)
+                    seconds, done = drain_all(make)
+                    figures[(side, f"drain{rnd}")] = done / seconds
+                    assert done == sent, f"{side}: sent {sent}, drained {done}"
+            assert waiting(url, tenant) == 0, "messages left"
+            results = []
+            for label, kind in (("send_message_batch(10) vs send_batch(10)", "send"),
+                                ("receive(10)+delete_batch vs read(10)+delete", "drain")):
+                ours = max(figures[("SQS", f"{kind}{r}")] for r in range(2))
+                theirs = max(figures[("queues API", f"{kind}{r}")] for r in range(2))
+                table.row(label, total, f"{ours:,.0f}/s", f"{theirs:,.0f}/s", ours / theirs,
+                          "best of 2 rounds each")
+                results.append((label, ours / theirs))
+            print("\nevery message sent was received and deleted once on both sides, none left: OK")
+        finally:
+            gateway.stop()
+        print("\ngoals")
+        for label, ratio in results:
+            print(f"  {'PASS' if ratio >= GOAL else 'MISS'}  {label} >= {GOAL}x  {ratio:.2f}")
+
+    common.bench_main(__doc__, CLIENTS, run, "4,000 messages instead of 40,000")
+
+
+if __name__ == "__main__":
+    main()
