@@ -1,9 +1,7 @@
-"""The serving path: cold imports, what the local gateway adds per request, and 50 concurrent
-single sends over HTTP against the same 50 senders in the domain layer.
+"""The serving path: what the local gateway adds per request, and 50 concurrent single sends over
+HTTP against the same 50 senders in the domain layer (every function's cold import is
+`bench/cold_imports.py`'s).
 
-  a. cold import of the queues function and of the key resolver, each against a minimal Powertools
-     handler (resolver with validation + pydantic + psycopg + zstandard, `reference/minimal_handler.py`)
-     imported in the same run, each the median of fresh interpreters taking turns;
   b. one client, GET metrics: the handler called directly vs over HTTP through the in-process
      gateway (p50, p90): what the HTTP server and event translation add;
   c. 50 clients, one `send` per call: the domain layer (50 threads, `send_messages`) vs over HTTP
@@ -14,9 +12,7 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -30,50 +26,6 @@ CLIENTS = 50
 
 def percentile(samples: list[float], p: float) -> float:
     return statistics.quantiles(samples, n=100)[int(p) - 1] if len(samples) > 1 else samples[0]
-
-
-_IMPORT = ("import time; cpu = time.process_time(); wall = time.perf_counter(); import {m};"
-           " print(time.process_time() - cpu, time.perf_counter() - wall)")
-
-
-def _import_env() -> dict[str, str]:
-    """Fresh interpreters that read every module from bytecode, as Lambda reads the layers and the
-    functions zip (both ship .pyc files): a cache folder of their own, filled by a first import."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="postbox-bench-pyc-")
-    return env
-
-
-def _import_ms(module: str, env: dict[str, str]) -> tuple[float, float]:
-    """(CPU ms, wall ms) of importing `module` in a fresh interpreter."""
-    out = subprocess.run([sys.executable, "-c", _IMPORT.format(m=module)], capture_output=True, text=True,
-                         check=True, cwd=Path(__file__).resolve().parents[1], env=env).stdout.split()
-    return float(out[0]) * 1000, float(out[1]) * 1000
-
-
-def import_times(modules: tuple[str, ...], runs: int) -> dict[str, tuple[float, float]]:
-    """Median (CPU, wall) import time of each module in fresh interpreters, taking turns so the
-    machine's load falls on all of them alike. CPU time is the figure: the wall time of a cold
-    import on a loaded machine is mostly waiting for a core."""
-    env = _import_env()
-    for m in modules:
-        _import_ms(m, env)  # writes the bytecode
-    samples: dict[str, list[tuple[float, float]]] = {m: [] for m in modules}
-    for _ in range(runs):
-        for m in modules:
-            samples[m].append(_import_ms(m, env))
-    return {m: (statistics.median(c for c, _ in v), statistics.median(w for _, w in v)) for m, v in samples.items()}
-
-
-def cold_imports(table: common.Table, runs: int) -> None:
-    common.progress(f"cold imports, {runs} fresh interpreters each")
-    ref = "bench.reference.minimal_handler"
-    times = import_times((ref, "functions.api.queues.app", "functions.keys"), runs)
-    (ref_cpu, ref_wall) = times[ref]
-    for module, goal in (("functions.api.queues.app", "1.00"), ("functions.keys", "0.50")):
-        cpu, wall = times[module]
-        table.row(f"a. import {module}", runs, f"{cpu:.0f} ms", f"{ref_cpu:.0f} ms", cpu / ref_cpu,
-                  f"CPU time; reference = minimal handler; goal <= {goal} (wall {wall:.0f} vs {ref_wall:.0f} ms)")
 
 
 class _Bare:
@@ -195,7 +147,6 @@ def main() -> None:
         tenant, key, principal = common.bench_tenant(url)
         table = common.Table()
         table.header()
-        cold_imports(table, 3 if args.quick else 7)
         gateway_latency(table, key, 300 if args.quick else 2000)
         concurrent_sends(table, url, key, principal, 10 if args.quick else 60)
 

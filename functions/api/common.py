@@ -133,6 +133,10 @@ class RequestLocalResolver(APIGatewayHttpResolver):
             self._lazy.include_all()
 
     @property
+    def lazy_routers(self) -> LazyRouters | None:
+        return self._lazy
+
+    @property
     def current_event(self) -> Any:
         return self._local.event
 

@@ -107,13 +107,13 @@ def test_the_route_modules_come_in_on_first_use():
         return answer["statusCode"], answer["body"]
 
     assert get("/m/a/1") == (200, '{"module":"alpha","id":"1"}')
-    assert app._lazy.included() == {"alpha"}
+    assert app.lazy_routers.included() == {"alpha"}
     assert get("/m/nothing")[0] == 404 and get("/m/a/1/more")[0] == 404
-    assert app._lazy.included() == {"alpha"}
+    assert app.lazy_routers.included() == {"alpha"}
     assert get("/m/b") == (200, '{"module":"beta"}')
-    assert app._lazy.included() == {"alpha", "beta"}
+    assert app.lazy_routers.included() == {"alpha", "beta"}
     app.build_routes()
-    assert app._lazy.included() == {"alpha", "beta", "gamma"}
+    assert app.lazy_routers.included() == {"alpha", "beta", "gamma"}
     assert get("/m/c") == (200, '{"module":"gamma"}')
 
 
