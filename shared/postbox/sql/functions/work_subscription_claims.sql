@@ -213,7 +213,8 @@ END $$;
 -- A message just published into a competing queue (p_answer: work_publish's), claimed at once for
 -- an active auto-claimed pull subscription whose filter lets it through and that holds fewer than
 -- max_in_flight (the one holding fewest, then the oldest), as the work-auto-claim agent would.
--- The subscriptions are locked, so concurrent publishes cannot assign more than max_in_flight.
+-- The subscriptions are locked, so concurrent publishes cannot assign more than max_in_flight; one
+-- another transaction holds is skipped (the agent assigns what waits).
 -- The claim is journalled (not emitted: the publish has written counter rows, and the journal lock
 -- must come before them). The publisher is answered the message claimed, without the claim token.
 CREATE OR REPLACE FUNCTION work_assign_published(q work_queues, p_answer jsonb) RETURNS jsonb
@@ -221,6 +222,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     m work_messages;
     x work_subscriptions;
+    v_ids uuid[];
     v_now timestamptz := clock_timestamp();
 BEGIN
     SELECT * INTO m FROM work_messages WHERE id = (p_answer#>>'{message,id}')::uuid AND state = 'pending'
@@ -228,11 +230,14 @@ BEGIN
     IF NOT FOUND THEN
         RETURN p_answer;
     END IF;
-    PERFORM 1 FROM work_subscriptions s
-    WHERE s.queue_id = q.id AND s.state = 'active' AND s.auto_claim AND s.delivery_mode = 'pull'
-    ORDER BY s.id FOR UPDATE;
+    -- Never waiting for one (a claim holds its subscription while it takes the journal lock and
+    -- counter rows this publish may hold already): one being claimed for is skipped, and the agent
+    -- assigns later. Counted in a statement after the locks, so what it holds is up to date.
+    v_ids := ARRAY(SELECT s.id FROM work_subscriptions s
+                   WHERE s.queue_id = q.id AND s.state = 'active' AND s.auto_claim AND s.delivery_mode = 'pull'
+                   ORDER BY s.id FOR UPDATE SKIP LOCKED);
     SELECT s.* INTO x FROM work_subscriptions s
-    WHERE s.queue_id = q.id AND s.state = 'active' AND s.auto_claim AND s.delivery_mode = 'pull'
+    WHERE s.id = ANY (v_ids)
       AND work_cond(nullif(nullif(s.filter, 'null'::jsonb), '{}'::jsonb), work_row_subject(m, q.slug))
       AND work_subscription_held(s.id) < s.max_in_flight
     ORDER BY work_subscription_held(s.id), s.created_at, s.id LIMIT 1;
@@ -240,7 +245,8 @@ BEGIN
         RETURN p_answer;
     END IF;
     UPDATE work_messages SET state = 'claimed', attempts = attempts + 1,
-           claimed_by = x.subscriber_type || ':' || x.subscriber_id, claim_token = gen_random_uuid(), claimed_at = v_now, claimed_for = x.id, updated_at = v_now,
+           claimed_by = x.subscriber_type || ':' || x.subscriber_id, claim_token = gen_random_uuid(),
+           claimed_at = v_now, claimed_for = x.id, updated_at = v_now,
            visible_at = v_now + visibility_timeout_s * interval '1 second'
     WHERE id = m.id RETURNING * INTO m;
     PERFORM work_count(q.id, -1, 1, 0, 0, 0);
