@@ -155,6 +155,8 @@ def delete(principal: Principal, scope_id: str, sub_id: str) -> None:
     scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), sub_id_of(sub_id)
     with db.transaction() as conn:
         acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE, subscription=sub_id)
+        # The subscription first, as its claims take it, before the journal lock a release takes.
+        conn.execute("SELECT 1 FROM work_subscriptions WHERE id = %s AND scope_id = %s FOR UPDATE", (sub_id, scope_id))
         ids = conn.execute("SELECT message_id FROM work_deliveries WHERE subscription_id = %s"
                            " AND state IN ('pending', 'claimed')", (sub_id,)).fetchall()
         with db.domain_errors():
