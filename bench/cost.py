@@ -29,16 +29,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.common import bench_tenant, configure, start_server  # noqa: E402
 from bench.cost_model import (  # noqa: E402
-    API_MEMORY_MB,
     BATCHES,
     HOURS_PER_MONTH,
     MILLION,
     PRICES,
+    choose_mb,
     idle_floor,
+    init_ms,
+    invocation_usd,
     lambda_ms,
     per_million,
     sqs_per_million,
 )
+from functions import sizes  # noqa: E402
 
 
 class Timer:
@@ -208,15 +211,118 @@ def measure(url: str, key: str, reps: int) -> tuple[dict, dict, tuple[float, flo
     return per_request, wal, t.key_lookup(reps)
 
 
+# ---- memory sizing: every function's CPU and wait split, priced at each size ----------------------
+
+
+def sizing_samples(t: Timer, principal, reps: int) -> dict[str, tuple[float, float]]:
+    """(wall, cpu) per invocation of the functions the cycles above do not time: the work surface's
+    publish, claim and complete-batch, the console's page, every agent's scheduled run (on this run's
+    database, after the cycles) and the migrate function on a database already up to date."""
+    from functions import schedules
+    from functions.local.invoke import invoke
+    from postbox.work import queues as work_queues
+    from postbox.work import scopes
+
+    scope = scopes.create_scope(principal, {"slug": f"cost{uuid.uuid4().hex[:6]}"})["id"]
+    queue = work_queues.create_queue(principal, scope, {"slug": "q"})["id"]
+    base = f"/v1/modules/scaiqueue/scopes/{scope}"
+    for i in range(3 + max(10, reps // 10)):
+        if i == 3:
+            t.samples.clear()
+        t.call("work", "publish", "POST", f"{base}/queues/{queue}/messages", {"body": {"n": i}})
+        got = _json(t.call("work", "claim", "POST", f"{base}/queues/{queue}/messages/claim",
+                           {"batch_size": 1, "visibility_timeout_s": 30}))["data"]
+        t.call("work", "complete", "POST", f"{base}/messages/complete-batch",
+               {"items": [{"id": m["id"], "claim_token": m["claim_token"]} for m in got]})
+        t.call("console", "page", "GET", "/console")
+    out = {name: _median([x for (sf, _), runs in t.samples.items() if sf == name for x in runs])
+           for name in ("work", "console")}
+    for agent in schedules.AGENTS:
+        event = {"source": "aws.scheduler", "detail-type": "Scheduled Event", "detail": {"agent": agent.name}}
+        runs = []
+        for i in range(6):
+            wall, cpu = time.perf_counter(), time.thread_time()
+            invoke(agent.handler, event, agent.name, timeout_s=60)
+            if i:  # the first run compiles its statements
+                runs.append((time.perf_counter() - wall, time.thread_time() - cpu))
+        out[agent.name] = _median(runs)
+    runs = []
+    for _ in range(4):
+        wall, cpu = time.perf_counter(), time.thread_time()
+        invoke("functions.migrate.handler", {}, "migrate", timeout_s=300)
+        runs.append((time.perf_counter() - wall, time.thread_time() - cpu))
+    out["migrate"] = _median(runs)
+    return out
+
+
+def import_cpu(dotted: str) -> float:
+    """CPU seconds a fresh interpreter spends importing a function's handler module (its cold init's
+    own work on a full core), the best of three."""
+    import subprocess
+
+    module = dotted.rpartition(".")[0]
+    code = ("import time; t = time.process_time(); import importlib; "
+            f"importlib.import_module({module!r}); print(time.process_time() - t)")
+    root = Path(__file__).resolve().parents[1]
+    best = []
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True)
+        best.append(float(done.stdout.strip().splitlines()[-1]))
+    return min(best)
+
+
+def surface_mix(per_request: dict, surface: str) -> tuple[float, float] | None:
+    """A surface's (wall, cpu) per invocation over its cycles at batch 1 and 10, each request weighted
+    by how often a cycle makes it."""
+    rows = [(wall, cpu, calls) for (sf, n), requests in per_request.items() if sf == surface and n in (1, 10)
+            for wall, cpu, calls in requests.values()]
+    if not rows:
+        return None
+    total = sum(c for _, _, c in rows)
+    return sum(w * c for w, _, c in rows) / total, sum(p * c for _, p, c in rows) / total
+
+
+def sizing_rows(per_request: dict, samples: dict[str, tuple[float, float]]) -> list[tuple]:
+    """(function, kind, wall, cpu, import cpu, chosen, recommended) for every function deployed."""
+    from functions import routes, schedules
+
+    out = []
+    for name, dotted in routes.FUNCTIONS.items():
+        split = surface_mix(per_request, name) or samples.get(name)
+        out.append((name, "surface", split, import_cpu(dotted), sizes.surface_mb(name)))
+    for agent in schedules.AGENTS:
+        out.append((agent.name, "agent", samples[agent.name], import_cpu(agent.handler), sizes.agent_mb(agent.name)))
+    out.append(("migrate", "migrate", samples["migrate"], import_cpu("functions.migrate.handler"), sizes.MIGRATE_MB))
+    return [(*row, choose_mb(*row[2], row[3], sizes.SIZES_MB, row[1] != "agent") if row[2] else None)
+            for row in out]
+
+
+def report_sizing(rows: list[tuple]) -> None:
+    print("\n### Memory sizing: each function's measured split, priced at each size\n")
+    head = " | ".join(f"{mb} MB: billed ms, $/M, init ms" for mb in sizes.SIZES_MB)
+    print(f"| function | kind | wall ms | CPU ms | import CPU ms | {head} | size | the rule's size |")
+    print("| --- | --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in sizes.SIZES_MB) + " | ---: | ---: |")
+    for name, kind, split, imp, chosen, rule in rows:
+        if split is None:
+            cells = " | ".join("not measured" for _ in sizes.SIZES_MB)
+            print(f"| {name} | {kind} | | | {imp * 1000:.0f} | {cells} | {chosen} | |")
+            continue
+        wall, cpu = split
+        cells = " | ".join(f"{lambda_ms(wall, cpu, mb)}, {invocation_usd(wall, cpu, mb) * MILLION:.2f}, "
+                           f"{init_ms(imp, mb)}" for mb in sizes.SIZES_MB)
+        print(f"| {name} | {kind} | {wall * 1000:.2f} | {cpu * 1000:.2f} | {imp * 1000:.0f} | {cells} | "
+              f"{chosen} | {rule} |")
+
+
 def report(per_request: dict, wal: dict, key_lookup: tuple[float, float]) -> None:
-    print("\n### Measured request durations (median) and the Lambda estimate (512 MB arm64)\n")
+    print("\n### Measured request durations (median) and the Lambda estimate (arm64, at each surface's size)\n")
     print("| surface | batch | request | wall ms | CPU ms | billed ms |")
     print("| --- | ---: | --- | ---: | ---: | ---: |")
     for (surface, n), requests in per_request.items():
         for label, (wall, cpu, calls) in requests.items():
             times = f" (x{calls:g})" if calls != 1 else ""
             print(f"| {surface} | {n} | {label}{times} | {wall * 1000:.2f} | {cpu * 1000:.2f} | "
-                  f"{lambda_ms(wall, cpu, API_MEMORY_MB)} |")
+                  f"{lambda_ms(wall, cpu, sizes.surface_mb(surface))} |")
     print(f"| key resolution (inside every request above) | | warm key cache | {key_lookup[0] * 1000:.2f} | "
           f"{key_lookup[1] * 1000:.2f} | |")
     print("\n### What the database did per message (measured on the embedded server)\n")
@@ -230,7 +336,7 @@ def report(per_request: dict, wal: dict, key_lookup: tuple[float, float]) -> Non
           " | Aurora I/O | CloudWatch Logs | **total** | SQS |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for (surface, n), requests in per_request.items():
-        c = per_million(requests, n, wal[(surface, n)])
+        c = per_million(requests, n, wal[(surface, n)], sizes.surface_mb(surface))
         print(f"| {surface} | {n} | {c['requests']:,.0f} | {c['api']:.2f} | {c['lambda_req']:.2f} | "
               f"{c['lambda_gb_s']:.2f} | {c['aurora_acu']:.2f} | {c['proxy']:.3f} | {c['aurora_io']:.3f} | "
               f"{c['logs']:.2f} | "
@@ -242,7 +348,7 @@ def report(per_request: dict, wal: dict, key_lookup: tuple[float, float]) -> Non
     for surface in CYCLES:
         cells = []
         for n in BATCHES:
-            c = per_million(per_request[(surface, n)], n, wal[(surface, n)])
+            c = per_million(per_request[(surface, n)], n, wal[(surface, n)], sizes.surface_mb(surface))
             cells.append(f"{c['acu_hours'] * 3600 / MILLION * 1000:.2f}")  # ACU-seconds per second at 1,000 msg/s
         print(f"| {surface} | {' | '.join(cells)} |")
 
@@ -258,7 +364,7 @@ def report(per_request: dict, wal: dict, key_lookup: tuple[float, float]) -> Non
     print(f"\nself-hosted pgmq (one m7g.large, 100 GB gp3, no proxy, no HA): {pgmq:.2f} USD/month, about nothing"
           " per message until the instance is full")
     for n in (1, 10):
-        c = per_million(per_request[("queues", n)], n, wal[("queues", n)])
+        c = per_million(per_request[("queues", n)], n, wal[("queues", n)], sizes.surface_mb("queues"))
         extra = c["total"] - sqs_per_million(n)
         print(f"queues at batch {n}: {c['total']:.2f} USD per million messages vs SQS {sqs_per_million(n):.2f}"
               f" ({'+' if extra >= 0 else ''}{extra:.2f})")
@@ -272,10 +378,11 @@ def main() -> None:
     configure(1)
     server, url = start_server(fast=False)
     try:
-        _, key, _ = bench_tenant(url)
+        _, key, principal = bench_tenant(url)
 
         per_request, wal, key_lookup = measure(url, key, reps)
         report(per_request, wal, key_lookup)
+        report_sizing(sizing_rows(per_request, sizing_samples(Timer(key), principal, reps)))
     finally:
         from postbox import db
 

@@ -44,14 +44,14 @@ def lambda_ms(wall: float, cpu: float, memory_mb: int, hop_ms: float = PROXY_HOP
 
 
 def per_million(requests: dict[str, tuple[float, float, float]], n: int,
-                db_per_msg: tuple[float, float]) -> dict[str, float]:
-    """Cost of a million messages through one surface at batch size n."""
+                db_per_msg: tuple[float, float], memory_mb: int = API_MEMORY_MB) -> dict[str, float]:
+    """Cost of a million messages through one surface (of memory_mb) at batch size n."""
     wal_per_msg, db_cpu_per_msg = db_per_msg
     cycles = MILLION / n
     reqs = cycles * sum(calls for _, _, calls in requests.values())
     gb_s = 0.0
     for wall, cpu, calls in requests.values():
-        gb_s += cycles * calls * lambda_ms(wall, cpu, API_MEMORY_MB) / 1000 * API_MEMORY_MB / 1024
+        gb_s += cycles * calls * lambda_ms(wall, cpu, memory_mb) / 1000 * memory_mb / 1024
     acu_h = db_cpu_per_msg * MILLION / VCPU_PER_ACU / 3600
     out = {
         "requests": reqs,
@@ -66,6 +66,35 @@ def per_million(requests: dict[str, tuple[float, float, float]], n: int,
     }
     out["total"] = sum(out[k] for k in ("api", "lambda_req", "lambda_gb_s", "aurora_acu", "proxy", "aurora_io", "logs"))
     return out
+
+
+def invocation_usd(wall: float, cpu: float, memory_mb: int, hop_ms: float = PROXY_HOP_MS) -> float:
+    """What one invocation of memory_mb bills: its duration in GB-seconds and the request charge."""
+    gb_s = lambda_ms(wall, cpu, memory_mb, hop_ms) / 1000 * memory_mb / 1024
+    return gb_s * PRICES["lambda_arm_gb_s"] + PRICES["lambda_request_per_million"] / MILLION
+
+
+def init_ms(import_cpu: float, memory_mb: int) -> int:
+    """A cold start's init at memory_mb: the function's import CPU (measured on a full core) scaled to
+    the memory's vCPU share, as the model scales a request's CPU (an upper bound if Lambda lends an
+    init more CPU than its share)."""
+    return math.ceil(import_cpu / min(1.0, memory_mb / MB_PER_VCPU) * 1000)
+
+
+SLOWER_AT_MOST = 1.5  # a function someone waits on may bill (and answer) at most this much slower than at 1,024 MB
+INIT_AT_MOST_MS = 2000  # and its cold start's init (import CPU at its share) may take at most this long
+
+
+def choose_mb(wall: float, cpu: float, import_cpu: float, sizes: tuple[int, ...], waited_on: bool,
+              hop_ms: float = PROXY_HOP_MS) -> int:
+    """The size a function should have: the cheapest warm invocation; for one a caller waits on (an API
+    surface, the migration a deploy waits for), the cheapest whose warm duration is within
+    SLOWER_AT_MOST of the largest size's and whose init takes at most INIT_AT_MOST_MS. (An init is
+    CPU-bound, so below one vCPU it bills the same GB-seconds at every size: only its wait differs.)"""
+    fastest = lambda_ms(wall, cpu, max(sizes), hop_ms)
+    fit = [mb for mb in sizes if not waited_on or (lambda_ms(wall, cpu, mb, hop_ms) <= SLOWER_AT_MOST * fastest
+                                                    and init_ms(import_cpu, mb) <= INIT_AT_MOST_MS)]
+    return min(fit or [max(sizes)], key=lambda mb: (invocation_usd(wall, cpu, mb, hop_ms), -mb))
 
 
 def sqs_per_million(n: int) -> float:

@@ -22,6 +22,7 @@ import pulumi_aws as aws
 
 from functions import routes as route_table
 from functions import schedules as agent_table
+from functions import sizes
 from infra import access
 from infra.access import AGENT, CONSUMER_DISPATCH, MIGRATE, SURFACE, Context, Spec
 from infra.artifacts import FUNCTIONS_ZIP, archive, layer_requirements
@@ -44,12 +45,14 @@ class Deployed:
 
 def specs(s: Settings) -> list[Spec]:
     """Every function to deploy, from the route and schedule tables (migrate first)."""
-    out = [Spec(MIGRATE, "functions.migrate.handler", MIGRATE, s.migrate_memory_mb, s.migrate_timeout_s)]
+    out = [Spec(MIGRATE, "functions.migrate.handler", MIGRATE, s.migrate_memory_mb or sizes.MIGRATE_MB,
+                s.migrate_timeout_s)]
     out += [
-        Spec(name, handler, SURFACE, s.api_memory_mb, s.api_timeout_s)
+        Spec(name, handler, SURFACE, s.api_memory_mb or sizes.surface_mb(name), s.api_timeout_s)
         for name, handler in route_table.FUNCTIONS.items()
     ]
-    out += [Spec(a.name, a.handler, AGENT, s.agent_memory_mb, s.agent_timeout_s) for a in agent_table.AGENTS]
+    out += [Spec(a.name, a.handler, AGENT, s.agent_memory_mb or sizes.agent_mb(a.name), s.agent_timeout_s)
+            for a in agent_table.AGENTS]
     names = [spec.name for spec in out]
     if len(set(names)) != len(names):
         raise ValueError(f"function names collide: {sorted(names)}")

@@ -33,11 +33,11 @@ class Settings:
     deletion_protection: bool
     skip_final_snapshot: bool
     # functions
-    api_memory_mb: int
+    api_memory_mb: int | None  # None: each function's size from the memory table
     api_timeout_s: int
-    agent_memory_mb: int
+    agent_memory_mb: int | None  # None: each function's size from the memory table
     agent_timeout_s: int
-    migrate_memory_mb: int
+    migrate_memory_mb: int | None  # None: each function's size from the memory table
     migrate_timeout_s: int
     long_poll_ms: int
     log_retention_days: int
@@ -80,6 +80,9 @@ def load() -> Settings:
         value = cfg.get_int(key)
         return default if value is None else value
 
+    def optional_integer(key: str) -> int | None:  # None: not set in the stack's config
+        return cfg.get_int(key)
+
     def number(key: str, default: float) -> float:
         value = cfg.get_float(key)
         return default if value is None else value
@@ -101,11 +104,11 @@ def load() -> Settings:
         db_backup_retention_days=integer("dbBackupRetentionDays", 1 if is_dev else 7),
         deletion_protection=deletion_protection,
         skip_final_snapshot=boolean("dbSkipFinalSnapshot", not deletion_protection),
-        api_memory_mb=integer("apiMemoryMb", 512),
+        api_memory_mb=optional_integer("apiMemoryMb"),
         api_timeout_s=integer("apiTimeoutSeconds", 29),
-        agent_memory_mb=integer("agentMemoryMb", 256),
+        agent_memory_mb=optional_integer("agentMemoryMb"),
         agent_timeout_s=integer("agentTimeoutSeconds", 60),
-        migrate_memory_mb=integer("migrateMemoryMb", 512),
+        migrate_memory_mb=optional_integer("migrateMemoryMb"),
         migrate_timeout_s=integer("migrateTimeoutSeconds", 300),
         long_poll_ms=integer("longPollMs", 20000),
         log_retention_days=integer("logRetentionDays", 14),
