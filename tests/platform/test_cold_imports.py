@@ -42,6 +42,20 @@ def test_no_function_imports_jsonschema_before_a_schema_is_used(function):
     assert _packages(_loaded_after(module)) & {"jsonschema", "referencing", "jsonschema_specifications"} == set()
 
 
+def test_request_model_modules_do_not_postpone_their_annotations():
+    """Pydantic would parse and compile each postponed annotation's text as it makes the class."""
+    modules = [ROOT / "functions/api/common_schema.py", *sorted((ROOT / "functions/api").glob("*/schema.py"))]
+    assert len(modules) >= 5
+    assert [str(m.relative_to(ROOT)) for m in modules if "from __future__ import annotations" in m.read_text()] == []
+
+
+def test_the_durable_function_reads_the_route_table_only_to_answer_a_path_it_does_not_serve():
+    assert "functions.routes" not in _loaded_after("functions.api.durable.app")
+    then = _loaded_after("functions.api.durable.app", "from functions.api.durable import hosted",
+                         "assert hosted._served('GET', '/acme/s.orders/snapshot/1')")
+    assert "functions.routes" in then
+
+
 def test_the_work_schemas_import_jsonschema_when_a_schema_is_first_checked():
     loaded = _loaded_after("postbox.work.schemas",
                            "from postbox.work import schemas",

@@ -12,7 +12,6 @@ from urllib.parse import unquote
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.router import APIGatewayHttpRouter
 
-from functions import routes
 from functions.api.durable import verbs
 from functions.api.durable.resolver import app, finish, headers, method, principal
 from functions.api.durable.wire import (
@@ -247,5 +246,7 @@ def elsewhere(account: str, stream: str, rest: str):
 
 
 def _served(verb: str, path: str) -> bool:
+    from functions import routes  # the whole route table: for this rare answer only, not every cold start
+
     found = routes.match(verb, path)
     return found is not None and not found[0].path.endswith("+}")

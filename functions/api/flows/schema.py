@@ -5,8 +5,6 @@ A field this surface does not know is refused by name (400), as on every surface
 (200, `success: false`) instead of the request.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
@@ -16,7 +14,7 @@ from postbox.inputs import INT32_MAX, INT64_MAX
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 QueueName = Annotated[StrictStr, Field(min_length=1, max_length=names.PARTITIONED_QUEUE.max_length)]

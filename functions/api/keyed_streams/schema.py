@@ -1,8 +1,6 @@
 """Request bodies of the streams surface (`001_fa8b3fdfbbd9d07e.txt` plus the publish, subscription
 and consume routes it implies). Strict models: a wrong type is a 400 naming the field."""
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 from pydantic import Field

@@ -6,8 +6,6 @@ implement (`priority`, `maxSize`, `windowBuffer`, … on configure; `traceId`, `
 accepted by name and ignored, as docs/partitioned.md lists.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field

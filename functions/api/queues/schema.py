@@ -4,8 +4,6 @@ Strict models: a wrong type or an unknown field is a 422 naming the field, never
 or dropped; `message` is required on a send (null is a message, a missing one is a mistake).
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
