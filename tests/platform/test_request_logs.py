@@ -76,11 +76,14 @@ def test_keyed_stream_hot_paths_write_one_short_line_each(tenant, database_url, 
     _in_process(keyed_streams, api_event("POST", "/v1/streams", key=tenant.key, body={"name": "lean"}))
     _in_process(keyed_streams, api_event("POST", "/v1/streams/lean/subscriptions", key=tenant.key,
                                          body={"name": "w"}))
-    published, consumed = run("functions.api.keyed_streams.app.handler", [
+    published, batch, consumed = run("functions.api.keyed_streams.app.handler", [
         api_event("POST", "/v1/streams/lean/messages", key=tenant.key, body={"key": "k", "payload": {"n": 1}}),
+        api_event("POST", "/v1/streams/lean/messages/batch", key=tenant.key,
+                  body={"messages": [{"key": f"k{i}", "payload": {"n": i}} for i in range(10)] + [{"key": "x"}]}),
         api_event("POST", "/v1/streams/lean/subscriptions/w/consume", key=tenant.key, body={"max_messages": 10}),
     ], database_url, tmp_path)
     _lean(tenant, *published, metric="MessagesPublished", service="keyed-streams")
+    assert _lean(tenant, *batch, metric="MessagesPublished", service="keyed-streams")["MessagesPublished"] == 10
     _lean(tenant, *consumed, metric="MessagesDelivered", service="keyed-streams")
     receipts = [m["receipt"] for m in json.loads(consumed[0]["body"])["messages"]]
     ((acked, output),) = run("functions.api.keyed_streams.app.handler", [
