@@ -57,7 +57,7 @@ def max_backlog(stream: catalog.Stream) -> int | None:
 _PUBLISH = (
     "SELECT * FROM keyed_stream_publish(%b::uuid, %b::uuid, %b::text, %b::text, %b::bigint, %b::bigint, %b::boolean,"
     " %b::text[], %b::text[], %b::timestamptz[], %b::timestamptz[], %b::int[], %b::text[], %b::bytea[],"
-    " %b::smallint, %b::int, %b::bytea)"
+    " %b::smallint, %b::int, %b::bytea, %b::boolean)"
 )
 _STATUS = {"PB400": 400, "PB413": 413}
 
@@ -78,7 +78,7 @@ def publish(conn: psycopg.Connection, tenant_id: str, key_project: str | None, p
         tenant_id, key_project, project, name, parse_duration(default_retention()), default_max_backlog(), strict,
         [o.key for o in batch], [o.idempotency_key for o in batch], [o.deliver_at for o in batch],
         [o.expires_at for o in batch], [len(p) for p in payloads], messages.new_ids(len(batch)), frames,
-        codec, len(raw), packed if codec == ZSTD else None,
+        codec, len(raw), packed if codec == ZSTD else None, documents,
     )).fetchall()
     if not documents:
         return [_summary(row) for row in rows if row[0] == "item"]

@@ -71,12 +71,13 @@ END $$;
 -- Rows: one 'item' row per input, in input order (r_outcome published | replayed | refused; a
 -- refusal's SQLSTATE in r_state with its code and message; r_same is the earlier item of the batch
 -- a replay repeats; the message's row as stored), then one 'segment' row per log segment holding
--- an already stored message a replay answers (its record is read from the segment's frames).
+-- an already stored message a replay answers (its record is read from the segment's frames), when
+-- p_documents asks for the messages' documents (a single publish; a batch answers ids and offsets).
 CREATE OR REPLACE FUNCTION keyed_stream_publish(
     p_tenant uuid, p_key_project uuid, p_project text, p_name text,
     p_default_retention_ms bigint, p_default_max_backlog bigint, p_strict boolean,
     p_keys text[], p_idempotency text[], p_deliver_at timestamptz[], p_expires_at timestamptz[],
-    p_sizes int[], p_ids text[], p_frames bytea[], p_codec smallint, p_raw int, p_packed bytea
+    p_sizes int[], p_ids text[], p_frames bytea[], p_codec smallint, p_raw int, p_packed bytea, p_documents boolean
 ) RETURNS TABLE (
     r_kind text, r_index int, r_outcome text, r_state text, r_code text, r_message text, r_same int,
     r_project text, r_offset bigint, r_msg_id text, r_key text, r_status text, r_idempotency text,
@@ -183,7 +184,7 @@ BEGIN
                 RETURN QUERY SELECT * FROM keyed_stream_publish(
                     p_tenant, p_key_project, p_project, p_name, p_default_retention_ms, p_default_max_backlog,
                     p_strict, p_keys, p_idempotency, p_deliver_at, p_expires_at, p_sizes, p_ids, p_frames,
-                    p_codec, p_raw, p_packed);
+                    p_codec, p_raw, p_packed, p_documents);
                 RETURN;
             END IF;
             SELECT * INTO s FROM streams WHERE project_id = v_project_id AND name = p_name FOR UPDATE;
@@ -244,7 +245,7 @@ BEGIN
     FROM generate_series(1, n) AS u(i)
     LEFT JOIN stream_messages m ON m.stream_id = s.id AND m."offset" = offs[u.i]
     ORDER BY u.i;
-    IF cardinality(replayed_offsets) > 0 THEN
+    IF p_documents AND cardinality(replayed_offsets) > 0 THEN
         RETURN QUERY
         SELECT 'segment'::text, NULL::int, NULL::text, NULL::text, NULL::text, NULL::text, NULL::int, NULL::text,
                g.first_offset, NULL::text, NULL::text, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz,
