@@ -46,6 +46,7 @@ def _rows(function: str, *pairs: tuple[str, str]) -> list[Route]:
 
 
 QUEUES = "/api/v1/queues"
+SQS = "/sqs"  # SQS's endpoint: its sends go into the same queues
 WORK = "/v1/modules/scaiqueue"
 WORK_QUEUE = WORK + "/scopes/{scope_id}/queues/{queue_id}"
 WORK_RULES = WORK + "/scopes/{scope_id}/routing-rules"
@@ -227,7 +228,7 @@ ROUTES: tuple[Route, ...] = tuple(
     )
     # SQS's endpoint, its queue URLs as request targets, and the API's root for clients that cannot
     # give an endpoint a path (kombu's SQS transport); SigV4 is verified by the function
-    + _rows("sqs", ("POST", "/sqs"), ("POST", "/sqs/{account}/{queue}"), ("POST", "/"))
+    + _rows("sqs", ("POST", SQS), ("POST", SQS + "/{account}/{queue}"), ("POST", "/"))
     # (each surface adds its own `+ _rows("<function>", ...)` block above this line)
 )
 

@@ -82,14 +82,14 @@ def has_dispatcher() -> bool:
 
 
 def starts_dispatches(spec: Spec) -> bool:
-    """Functions whose sends may find a consumer idle: those serving the queues routes, and the
-    dispatcher (which starts the next run of a queue it could not drain)."""
+    """Functions whose sends may find a consumer idle: those serving the queues routes or SQS's
+    endpoint, and the dispatcher (which starts the next run of a queue it could not drain)."""
     if not has_dispatcher():
         return False
     if spec.kind == AGENT:
         return spec.name == CONSUMER_DISPATCH
     return spec.kind == SURFACE and any(
-        r.function == spec.name and r.path.startswith(route_table.QUEUES) for r in route_table.ROUTES
+        r.function == spec.name and r.path.startswith((route_table.QUEUES, route_table.SQS)) for r in route_table.ROUTES
     )
 
 

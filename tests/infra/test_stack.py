@@ -211,7 +211,8 @@ def test_layers_are_arm64_py312(prod: StackRun):
 
 
 def queue_surfaces() -> set[str]:
-    return {r.function for r in route_table.ROUTES if r.path.startswith(route_table.QUEUES)}
+    """The functions whose sends go into the queues: the queues surface's and SQS's endpoint's."""
+    return {r.function for r in route_table.ROUTES if r.path.startswith((route_table.QUEUES, route_table.SQS))}
 
 
 def test_function_environment(prod: StackRun):
@@ -536,7 +537,7 @@ DISPATCHER_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:postbox-prod-consu
 
 
 def assert_invokes_only_what_it_must(run: StackRun) -> None:
-    """The dispatcher invokes the consumers; the queues surface (whose sends start a dispatch) and the
+    """The dispatcher invokes the consumers; the queues and SQS surfaces (whose sends start a dispatch) and the
     dispatcher (which restarts itself for a queue it could not drain) invoke the dispatcher; no one else
     invokes anything."""
     for name, policy in lambda_role_policies(run).items():
