@@ -11,6 +11,8 @@ from collections import defaultdict
 import pytest
 from botocore.exceptions import ClientError
 
+from support.http import client
+
 
 def error_of(call, *args, **kwargs) -> ClientError:
     with pytest.raises(ClientError) as caught:
@@ -147,3 +149,14 @@ def test_two_concurrent_consumers_keep_each_groups_order_and_count_every_message
     assert sum(len(v) for v in seen.values()) == groups * per_group
     for g in range(groups):
         assert seen[f"g{g}"] == list(range(per_group)), g
+
+
+def test_the_queues_api_sees_a_fifo_queue(sqs, gateway, tenant):
+    url = fifo(sqs, "seen.fifo", ContentBasedDeduplication="true")
+    sqs.send_message(QueueUrl=url, MessageBody="in order", MessageGroupId="g")
+    with client(gateway.url, tenant.key) as api:
+        doc = api.get("/api/v1/queues/seen.fifo")
+        assert doc.status_code == 200 and doc.json()["metrics"]["queue_length"] == 1
+        assert "seen.fifo" in [q["name"] for q in api.get("/api/v1/queues").json()["queues"]]
+        (m,) = api.get("/api/v1/queues/seen.fifo/messages").json()["messages"]
+        assert m["message"] == "in order" and m["headers"]["sqs"]["g"] == "g"
