@@ -80,6 +80,7 @@ def _requests(key: str, suffix: str) -> dict[str, tuple[str, str, dict | None]]:
         "partitioned": ("GET", f"/api/v1/resources/queues/missing_{suffix}", None),
         "flows": ("POST", "/streams/v1/state/get", {"query_id": f"missing-{suffix}", "partition_id": "p"}),
         "work": ("GET", "/v1/modules/scaiqueue/whoami", None),
+        "sqs": ("POST", "/sqs", {}),  # unsigned: SQS's MissingParameter (X-Amz-Target), through the whole stack
     }
 
 
