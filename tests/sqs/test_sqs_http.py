@@ -1,4 +1,4 @@
-"""SQS's message actions through boto3 over HTTP: bodies and attributes of every type with the MD5
+"""SQS over HTTP as its users drive it (boto3): bodies and attributes of every type with the MD5
 digests checked against moto's independent implementation, system attributes, delays, visibility,
 long polls, receipt handles, batches with partial failures, and SQS's limits and errors."""
 
