@@ -8,20 +8,9 @@ import threading
 import time
 from collections import defaultdict
 
-import pytest
-from botocore.exceptions import ClientError
+from sqs_clients import code, error_of
 
 from support.http import client
-
-
-def error_of(call, *args, **kwargs) -> ClientError:
-    with pytest.raises(ClientError) as caught:
-        call(*args, **kwargs)
-    return caught.value
-
-
-def code(e: ClientError) -> str:
-    return e.response["Error"]["Code"]
 
 
 def fifo(sqs, name="jobs.fifo", **attributes) -> str:

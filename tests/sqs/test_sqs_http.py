@@ -9,20 +9,10 @@ import threading
 import time
 
 import pytest
-from botocore.exceptions import ClientError
 from moto.sqs.models import Message as MotoMessage
+from sqs_clients import code, error_of
 
 from support.http import client
-
-
-def error_of(call, *args, **kwargs) -> ClientError:
-    with pytest.raises(ClientError) as caught:
-        call(*args, **kwargs)
-    return caught.value
-
-
-def code(e: ClientError) -> str:
-    return e.response["Error"]["Code"]
 
 
 def moto_md5(body: str, attributes: dict) -> tuple[str, str]:

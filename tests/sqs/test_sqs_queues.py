@@ -7,19 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from botocore.exceptions import ClientError
+from sqs_clients import code, error_of
 
 from support.http import client
-
-
-def error_of(call, *args, **kwargs) -> ClientError:
-    with pytest.raises(ClientError) as caught:
-        call(*args, **kwargs)
-    return caught.value
-
-
-def code(e: ClientError) -> str:
-    return e.response["Error"]["Code"]
 
 
 def test_create_get_url_and_create_again(sqs):

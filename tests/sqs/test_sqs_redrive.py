@@ -6,18 +6,7 @@ from __future__ import annotations
 
 import json
 
-import pytest
-from botocore.exceptions import ClientError
-
-
-def error_of(call, *args, **kwargs) -> ClientError:
-    with pytest.raises(ClientError) as caught:
-        call(*args, **kwargs)
-    return caught.value
-
-
-def code(e: ClientError) -> str:
-    return e.response["Error"]["Code"]
+from sqs_clients import code, error_of
 
 
 def arn(sqs, url: str) -> str:
