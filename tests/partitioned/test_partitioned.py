@@ -56,15 +56,21 @@ def test_order_within_a_partition_under_concurrent_pushers(tenant):
     p = tenant.principal
     per_pusher, pushers = 200, 4
 
+    errors = []
+
     def pusher(k):
-        for start in range(0, per_pusher, 20):
-            service.push(p, [Item("ord", {"k": k, "i": i}, f"P{i % 2}") for i in range(start, start + 20)])
+        try:
+            for start in range(0, per_pusher, 20):
+                service.push(p, [Item("ord", {"k": k, "i": i}, f"P{i % 2}") for i in range(start, start + 20)])
+        except Exception as e:  # a push that failed is this test's failure, not a missing offset
+            errors.append(e)
 
     threads = [threading.Thread(target=pusher, args=(k,)) for k in range(pushers)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    assert errors == []
     for part in ("P0", "P1"):
         seen = []
         while batch := _pop(p, "ord", partition=part, batch=1000, auto_ack=True):
