@@ -103,6 +103,19 @@ BEGIN
     END IF;
 END $$;
 
+-- A receive's claim: a FIFO queue's group-ordered walk, any other queue's the message engine's own,
+-- so the receive builds its answer once, whichever claimed.
+CREATE OR REPLACE FUNCTION sqs_claim(p_queue bigint, p_qty int, p_vt float8, p_max_reads int, p_dlq bigint)
+RETURNS TABLE (r_msg_id bigint, r_read_ct int, r_enqueued_at float8, r_vt float8, r_message jsonb, r_headers jsonb)
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF coalesce((SELECT s.fifo FROM sqs_queues s WHERE s.queue_id = p_queue), false) THEN
+        RETURN QUERY SELECT * FROM sqs_fifo_claim(p_queue, p_qty, p_vt, p_max_reads, p_dlq);
+    ELSE
+        RETURN QUERY SELECT * FROM queue_claim(p_queue, p_qty, p_vt, p_max_reads, p_dlq);
+    END IF;
+END $$;
+
 -- Receive: one JSON array of the messages claimed, in id order, each with when it was first handed
 -- out (read from the row as it was before this claim: null on a first receive, which is now). The
 -- row is looked up by its key for each message claimed: a join let the planner hash the whole table.
@@ -114,16 +127,6 @@ DECLARE
 BEGIN
     q := queue_find(p_tenant, p_project, p_name);
     v_vt := coalesce(p_vt, q.visibility_timeout_sec);
-    IF coalesce((SELECT s.fifo FROM sqs_queues s WHERE s.queue_id = q.id), false) THEN
-        RETURN (
-            SELECT coalesce(json_agg(json_build_object(
-                'id', c.r_msg_id, 'n', c.r_read_ct, 'sent', c.r_enqueued_at, 'body', c.r_message,
-                'h', c.r_headers, 'first', date_part('epoch', coalesce((
-                    SELECT m.first_read_at FROM queue_messages m WHERE m.queue_id = q.id AND m.msg_id = c.r_msg_id),
-                    now())))
-                ORDER BY c.r_msg_id), '[]')
-            FROM sqs_fifo_claim(q.id, p_qty, v_vt, q.max_reads, q.dead_letter_queue_id) c);
-    END IF;
     RETURN (
         SELECT coalesce(json_agg(json_build_object(
             'id', c.r_msg_id, 'n', c.r_read_ct, 'sent', c.r_enqueued_at, 'body', c.r_message,
@@ -131,7 +134,7 @@ BEGIN
                 SELECT m.first_read_at FROM queue_messages m WHERE m.queue_id = q.id AND m.msg_id = c.r_msg_id),
                 now())))
             ORDER BY c.r_msg_id), '[]')
-        FROM queue_claim(q.id, p_qty, v_vt, q.max_reads, q.dead_letter_queue_id) c);
+        FROM sqs_claim(q.id, p_qty, v_vt, q.max_reads, q.dead_letter_queue_id) c);
 END $$;
 
 -- Delete by receipt: the ids that were waiting (a message already gone is no error, as in SQS).
