@@ -46,13 +46,20 @@ class Scale:
 FULL = Scale(single=5_000, batched=100_000, http=5_000, small=1_000, large=1_000_000, samples=500)
 QUICK = Scale(single=1_000, batched=10_000, http=1_000, small=1_000, large=100_000, samples=200)
 
-# A backlog written straight into the tables (what publish would write, without its call per message).
+# A backlog written straight into the tables in one statement (what publish would write, without its
+# call per message), in the claim order `ordering` names (fifo, priority or deadline).
 WORK_FILL = """
 WITH made AS (
-    INSERT INTO work_messages (queue_id, scope_id, tenant_id, rank, visible_at, tier, score, body, max_retries,
-                               visibility_timeout_s)
-    SELECT %(q)s, %(s)s, %(t)s, CASE WHEN %(priority)s THEN (g %% 5) * 1024 + (1000 - g %% 1001) ELSE 0 END,
-           clock_timestamp(), g %% 5, g %% 1001, jsonb_build_object('to', 'a@example.com', 'n', g), 3, 30
+    INSERT INTO work_messages (queue_id, scope_id, tenant_id, rank, visible_at, tier, score, deadline, body,
+                               max_retries, visibility_timeout_s)
+    SELECT %(q)s, %(s)s, %(t)s,
+           CASE %(ordering)s WHEN 'priority' THEN (g %% 5) * 1024 + (1000 - g %% 1001)
+                             WHEN 'deadline' THEN floor(extract(epoch FROM now())) + 3600 + g %% 86400
+                             ELSE 0 END,
+           clock_timestamp(), g %% 5, g %% 1001,
+           CASE WHEN %(ordering)s = 'deadline' THEN to_timestamp(floor(extract(epoch FROM now())) + 3600 + g %% 86400)
+           END,
+           jsonb_build_object('to', 'a@example.com', 'n', g), 3, 30
     FROM generate_series(1, %(n)s) AS g
     RETURNING 1
 )
@@ -276,7 +283,8 @@ class Bench:
         return self._sql("SELECT id FROM work_queues WHERE queue_id = %(q)s", q=queue)[0]
 
     def _fill_work(self, scope: str, queue: str, n: int, priority: bool = False) -> None:
-        self._sql(WORK_FILL, q=self._queue_pk(queue), s=scope, t=self.tenant, n=n, priority=priority)
+        self._sql(WORK_FILL, q=self._queue_pk(queue), s=scope, t=self.tenant, n=n,
+                  ordering="priority" if priority else "fifo")
 
     def _settle(self) -> None:
         common.vacuum_analyze(self.url, *TABLES)

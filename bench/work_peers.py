@@ -28,7 +28,7 @@ if __package__ in (None, ""):
 import psycopg  # noqa: E402
 
 from bench import common  # noqa: E402
-from bench.work import BATCH, CLIENTS, GOAL_FLAT, FloorClient, WorkClient, drain, send_all  # noqa: E402
+from bench.work import BATCH, CLIENTS, GOAL_FLAT, WORK_FILL, FloorClient, WorkClient, drain, send_all  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PEERS = ROOT / "build" / "peers"
@@ -52,25 +52,6 @@ class Scale:
 
 FULL = Scale(backlog=50_000, single=4_000, batched=50_000, small=1_000, large=1_000_000, samples=500)
 QUICK = Scale(backlog=10_000, single=1_000, batched=10_000, small=1_000, large=100_000, samples=200)
-
-# A backlog written in bulk (one statement: what publish writes, without its call per message).
-WORK_FILL = """
-WITH made AS (
-    INSERT INTO work_messages (queue_id, scope_id, tenant_id, rank, visible_at, tier, score, deadline, body,
-                               max_retries, visibility_timeout_s)
-    SELECT %(q)s, %(s)s, %(t)s,
-           CASE %(ordering)s WHEN 'priority' THEN (g %% 5) * 1024 + (1000 - g %% 1001)
-                             WHEN 'deadline' THEN floor(extract(epoch FROM now())) + 3600 + g %% 86400
-                             ELSE 0 END,
-           clock_timestamp(), g %% 5, g %% 1001,
-           CASE WHEN %(ordering)s = 'deadline' THEN to_timestamp(floor(extract(epoch FROM now())) + 3600 + g %% 86400)
-           END,
-           jsonb_build_object('to', 'a@example.com', 'n', g), 3, 30
-    FROM generate_series(1, %(n)s) AS g
-    RETURNING 1
-)
-SELECT work_count(%(q)s, count(*), 0, count(*), 0, 0) FROM made
-"""
 
 
 # ---- the peers: installed under build/peers, run as subprocesses -----------------------------------
