@@ -7,6 +7,12 @@ boto3's send_message_batch(10), then receive_message(10) + delete_message_batch,
 API's send_batch of 10, then read(10) + delete, with the same threads, bodies and counts. What
 differs is SQS's: SigV4 (signed by boto3, verified by Postbox), the JSON protocol and its shapes.
 The ratio is SQS / queues API; the goal is 0.8 or more on both.
+
+Clients and server share the machine's cores, so a rate is also bounded by the clients' own CPU,
+and boto3 spends more per call than httpx does (it validates, serializes, signs and parses). Each
+phase's CPU is therefore metered too, per 10 messages: the clients (this process), the server
+(`postbox dev`'s processes and PostgreSQL's), and the server's ratio (queues API / SQS), which
+is what SigV4 and the JSON protocol cost Postbox itself.
 """
 
 from __future__ import annotations
@@ -109,6 +115,13 @@ def drain_all(make) -> tuple[float, int]:
     return seconds, sum(counts)
 
 
+def per_batch(meter: common.CpuMeter, messages: int) -> dict[str, float]:
+    """A phase's CPU in ms per BATCH messages: this process's clients, and the server's processes."""
+    batches = messages / BATCH
+    server = sum(v for k, v in meter.used.items() if k != "clients")
+    return {"clients": meter.used["clients"] / batches * 1000, "server": server / batches * 1000}
+
+
 def waiting(url: str, tenant: str) -> int:
     import psycopg
 
@@ -136,6 +149,7 @@ def main() -> None:
             sides = {"SQS": lambda: SqsClient(gateway.url, credential, sqs_url),
                      "queues API": lambda: QueuesClient(gateway.url, key, "native")}
             figures: dict[tuple[str, str], float] = {}
+            cpu: dict[tuple[str, str], list[dict[str, float]]] = {}
             with contextlib.redirect_stdout(io.StringIO()):
                 for make in sides.values():  # every worker process has served both before the clock starts
                     gateway.warm(make, lambda c, i: (c.send(0), c.drain(), c.drain()))
@@ -143,11 +157,15 @@ def main() -> None:
             for rnd in range(2):  # each side twice, interleaved, so drift on the machine hits both
                 for side, make in sides.items():
                     common.checkpoint(url)
-                    seconds, sent = send_all(make, total)
+                    with common.CpuMeter.http(url, gateway) as meter:
+                        seconds, sent = send_all(make, total)
                     figures[(side, f"send{rnd}")] = sent / seconds
+                    cpu.setdefault((side, "send"), []).append(per_batch(meter, sent))
                     common.checkpoint(url)
-                    seconds, done = drain_all(make)
+                    with common.CpuMeter.http(url, gateway) as meter:
+                        seconds, done = drain_all(make)
                     figures[(side, f"drain{rnd}")] = done / seconds
+                    cpu.setdefault((side, "drain"), []).append(per_batch(meter, done))
                     assert done == sent, f"{side}: sent {sent}, drained {done}"
             assert waiting(url, tenant) == 0, "messages left"
             results = []
@@ -158,6 +176,15 @@ def main() -> None:
                 table.row(label, total, f"{ours:,.0f}/s", f"{theirs:,.0f}/s", ours / theirs,
                           "best of 2 rounds each")
                 results.append((label, ours / theirs))
+            print("\nCPU per 10 messages (lower round), ms: clients | server (postbox dev + PostgreSQL)")
+            for kind in ("send", "drain"):
+                spent = {side: {part: min(r[part] for r in cpu[(side, kind)]) for part in ("clients", "server")}
+                         for side in sides}
+                ours, theirs = spent["SQS"], spent["queues API"]
+                print(f"  {kind:<6} SQS {ours['clients']:.2f} | {ours['server']:.2f}    queues API "
+                      f"{theirs['clients']:.2f} | {theirs['server']:.2f}    server ratio (queues API / SQS) "
+                      f"{theirs['server'] / ours['server']:.2f}")
+                results.append((f"server CPU, {kind} (queues API / SQS)", theirs["server"] / ours["server"]))
             print("\nevery message sent was received and deleted once on both sides, none left: OK")
         finally:
             gateway.stop()
