@@ -216,7 +216,8 @@ def measure(url: str, key: str, reps: int) -> tuple[dict, dict, tuple[float, flo
 
 def sizing_samples(t: Timer, principal, reps: int) -> dict[str, tuple[float, float]]:
     """(wall, cpu) per invocation of the functions the cycles above do not time: the work surface's
-    publish, claim and complete-batch, the console's page, every agent's scheduled run (on this run's
+    publish, claim and complete-batch, the console's page, a flows cycle, the SQS face's batch of 10
+    sent, received and deleted, every agent's scheduled run (on this run's
     database, after the cycles) and the migrate function on a database already up to date."""
     from functions import schedules
     from functions.local.invoke import invoke
@@ -235,8 +236,10 @@ def sizing_samples(t: Timer, principal, reps: int) -> dict[str, tuple[float, flo
         t.call("work", "complete", "POST", f"{base}/messages/complete-batch",
                {"items": [{"id": m["id"], "claim_token": m["claim_token"]} for m in got]})
         t.call("console", "page", "GET", "/console")
+    flows_cycles(t, principal, reps)
+    sqs_cycles(t, principal, reps)
     out = {name: _median([x for (sf, _), runs in t.samples.items() if sf == name for x in runs])
-           for name in ("work", "console")}
+           for name in ("work", "console", "flows", "sqs")}
     for agent in schedules.AGENTS:
         event = {"source": "aws.scheduler", "detail-type": "Scheduled Event", "detail": {"agent": agent.name}}
         runs = []
@@ -253,6 +256,69 @@ def sizing_samples(t: Timer, principal, reps: int) -> dict[str, tuple[float, flo
         runs.append((time.perf_counter() - wall, time.thread_time() - cpu))
     out["migrate"] = _median(runs)
     return out
+
+
+def flows_cycles(t: Timer, principal, reps: int) -> None:
+    """A streaming query's cycle as its runner makes it: ten messages popped from its source, then
+    one cycle request (a state upsert, a push to the sink and the ack); the cycle is what is timed."""
+    from postbox.flows import quotas
+
+    quotas.grant(principal.tenant_id)
+    run = uuid.uuid4().hex[:6]
+    src = f"fsrc{run}"
+    qid = _json(t.call("flows", "setup", "POST", "/streams/v1/queries",
+                       {"name": f"f{run}", "source_queue": src, "sink_queue": f"fout{run}", "config_hash": "h"}))
+    qid = qid["query_id"]
+    for i in range(3 + max(10, reps // 10)):
+        if i == 3:
+            t.samples.pop(("flows", "cycle"), None)
+        t.call("partitioned", "setup", "POST", "/api/v1/push",
+               {"items": [{"queue": src, "payload": {"n": j}} for j in range(10)]})
+        got = _json(t.call("partitioned", "setup", "GET", f"/api/v1/pop/queue/{src}",
+                           query="batch=10&consumerGroup=g"))["messages"]
+        t.call("flows", "cycle", "POST", "/streams/v1/cycle", {
+            "query_id": qid, "partition_id": got[0]["partitionId"], "consumer_group": "g",
+            "state_ops": [{"type": "upsert", "key": "k", "value": {"n": i}}],
+            "push_items": [{"queue": f"fout{run}", "payload": {"n": i}}],
+            "ack": {"transactionId": got[-1]["transactionId"], "leaseId": got[0]["leaseId"],
+                    "status": "completed", "count": len(got)}})
+    t.samples.pop(("flows", "setup"), None)
+
+
+def sqs_cycles(t: Timer, principal, reps: int) -> None:
+    """The SQS face's cycle at batch 10, signed as boto3 signs it: SendMessageBatch, ReceiveMessage
+    and DeleteMessageBatch."""
+    import json
+
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    from postbox.sqs import credentials
+
+    minted = credentials.mint(principal.tenant_id, "manage")
+    signer = SigV4Auth(Credentials(minted["access_key_id"], minted["secret_access_key"]), "sqs", "us-east-1")
+
+    def call(label: str, action: str, params: dict) -> dict:
+        body = json.dumps(params)
+        request = AWSRequest("POST", "https://api.example.com/sqs", data=body.encode(), headers={
+            "X-Amz-Target": f"AmazonSQS.{action}", "Content-Type": "application/x-amz-json-1.0",
+            "Host": "api.example.com"})
+        signer.add_auth(request)
+        signed = {k.lower(): v for k, v in request.headers.items()}
+        return _json(t.call("sqs", label, "POST", "/sqs", raw_body=body, headers=signed))
+
+    url = call("setup", "CreateQueue", {"QueueName": f"cost{uuid.uuid4().hex[:6]}"})["QueueUrl"]
+    for i in range(3 + max(10, reps // 10)):
+        if i == 3:
+            for label in ("send_batch", "receive", "delete_batch"):
+                t.samples.pop(("sqs", label), None)
+        call("send_batch", "SendMessageBatch", {"QueueUrl": url, "Entries": [
+            {"Id": str(j), "MessageBody": json.dumps({"n": j})} for j in range(10)]})
+        got = call("receive", "ReceiveMessage", {"QueueUrl": url, "MaxNumberOfMessages": 10})["Messages"]
+        call("delete_batch", "DeleteMessageBatch", {"QueueUrl": url, "Entries": [
+            {"Id": str(j), "ReceiptHandle": m["ReceiptHandle"]} for j, m in enumerate(got)]})
+    t.samples.pop(("sqs", "setup"), None)
 
 
 def import_cpu(dotted: str) -> float:
