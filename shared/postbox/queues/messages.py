@@ -92,9 +92,11 @@ def archive_messages(principal: Principal, name: str, ids: list[int]) -> list[in
 
 
 def delete_messages(principal: Principal, name: str, ids: list[int]) -> list[int]:
+    """Delete waiting messages; returns their ids in order (SQL: queue_delete, one round trip)."""
     require(principal, "write")
-    with db.transaction() as conn:
-        return engine.delete(conn, find(conn, principal, name).ref.id, ids)
+    with db.connection() as conn, db.domain_errors():
+        return conn.execute("SELECT queue_delete(%s, %s, %s, %s::bigint[])",
+                            (*_principal_args(principal), name, engine.id_array(ids))).fetchone()[0]
 
 
 def delete_message(principal: Principal, name: str, msg_id: int) -> list[int]:

@@ -395,3 +395,18 @@ LANGUAGE plpgsql AS $$
 BEGIN
     RETURN queue_archive_ids((queue_find(p_tenant, p_project, p_name)).id, p_ids);
 END $$;
+
+-- Delete waiting messages of a queue found by name, in one round trip; returns, in order, the ids
+-- that were waiting there (the statement triggers count what left).
+CREATE OR REPLACE FUNCTION queue_delete(p_tenant uuid, p_project uuid, p_name text, p_ids bigint[]) RETURNS bigint[]
+LANGUAGE plpgsql AS $$
+DECLARE v_ids bigint[];
+BEGIN
+    WITH gone AS (
+        DELETE FROM queue_messages
+        WHERE queue_id = (queue_find(p_tenant, p_project, p_name)).id AND msg_id = ANY (p_ids)
+        RETURNING msg_id
+    )
+    SELECT coalesce(array_agg(msg_id ORDER BY msg_id), '{}') INTO v_ids FROM gone;
+    RETURN v_ids;
+END $$;
