@@ -16,6 +16,7 @@ from .query_model import XML_NAMESPACE, service_model
 
 CONTENT_TYPE = "text/xml"
 VERSION = "2012-11-05"
+MAX_PARAMETERS = 5000  # a full batch of ten entries, each with ten attributes, takes some 500
 _INDEX = re.compile(r"[1-9][0-9]{0,5}")
 _INTEGER = re.compile(r"-?[0-9]{1,18}")
 # What a text node cannot hold as it is: markup, and #xD (which XML parsers read as a line end);
@@ -41,9 +42,12 @@ def read(form: bytes | str) -> tuple[str, dict[str, Any]]:
     """(action, parameters) of a Query request's form (its body, or a GET's query string)."""
     try:
         text = form.decode("utf-8") if isinstance(form, bytes) else form
-        pairs = parse_qsl(text, keep_blank_values=True, encoding="utf-8", errors="strict")
+        pairs = parse_qsl(text, keep_blank_values=True, encoding="utf-8", errors="strict",
+                          max_num_fields=MAX_PARAMETERS)
     except UnicodeDecodeError:
         raise errors.invalid_contents("Invalid characters found: the parameters are not UTF-8.") from None
+    except ValueError:  # more fields than any action takes
+        raise errors.malformed(f"A request takes at most {MAX_PARAMETERS} parameters.") from None
     root = _Node()
     action = version = None
     for key, value in pairs:
@@ -65,7 +69,7 @@ def read(form: bytes | str) -> tuple[str, dict[str, Any]]:
     model = service_model()
     if action not in model.operation_names:
         raise errors.unknown_action(action)
-    shape = model.operation_model(action).input_shape
+    shape = model.input_shape(action)
     return action, (_structure(shape, root, "") if shape is not None else _refuse_all(root))
 
 
@@ -176,7 +180,7 @@ def _escape(text: str) -> str:
 def answer(action: str, result: dict[str, Any], request_id: str) -> str:
     """SQS's XML answer to `action`, its result written by the action's output shape."""
     out = [f'<?xml version="1.0"?><{action}Response xmlns="{XML_NAMESPACE}">']
-    shape = service_model().operation_model(action).output_shape
+    shape = service_model().output_shape(action)
     if shape is not None:
         _element(out, shape, result, f"{action}Result")
     out.append(f"<ResponseMetadata><RequestId>{_escape(request_id)}</RequestId></ResponseMetadata>"
