@@ -242,7 +242,7 @@ def test_the_xml_of_an_answer_and_of_an_error(gateway, credential):
         f"</Message><Detail/></Error><RequestId>{missing.headers['x-amzn-RequestId']}</RequestId></ErrorResponse>")
 
 
-def test_get_is_signed_over_its_query_string(gateway, credential):
+def test_get_and_a_query_string_are_signed_and_read(gateway, credential):
     endpoint = f"{gateway.url}/sqs"
     assert form(endpoint, credential, {"Action": "ListQueues"}, method="GET").status_code == 200
     forged = form(endpoint, credential, {"Action": "ListQueues"}, method="GET", secret="y" * 40)
@@ -251,6 +251,11 @@ def test_get_is_signed_over_its_query_string(gateway, credential):
     SigV4Auth(Credentials(credential["access_key_id"], credential["secret_access_key"]), "sqs", REGION).add_auth(signed)
     altered = httpx.get(f"{endpoint}?Action=ListQueues&QueueNamePrefix=x", headers=dict(signed.headers.items()))
     assert altered.status_code == 403 and "<Code>SignatureDoesNotMatch</Code>" in altered.text
+    both = AWSRequest(method="POST", url=f"{endpoint}?Action=ListQueues", data=b"QueueNamePrefix=x",
+                      headers={"Content-Type": FORM})  # a POST's parameters in its query string and its body
+    SigV4Auth(Credentials(credential["access_key_id"], credential["secret_access_key"]), "sqs", REGION).add_auth(both)
+    served = httpx.post(both.url, content=both.body, headers=dict(both.headers.items()))
+    assert served.status_code == 200 and served.text.startswith('<?xml version="1.0"?><ListQueuesResponse ')
 
 
 def test_the_json_protocol_does_not_load_the_query_protocol():

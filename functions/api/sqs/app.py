@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import uuid
 from typing import Any
 
@@ -26,6 +27,7 @@ logger, metrics, lambda_handler = instrument("sqs")
 CONTENT_TYPE = "application/x-amz-json-1.0"
 TARGET_PREFIX = "AmazonSQS."
 MOUNT = "/sqs"
+_QUERY_ACTION = re.compile(r"(?:^|&)Action=")
 
 app = RequestLocalResolver()  # the local gateway serves it from several threads at once
 
@@ -59,15 +61,18 @@ def _xml(status: int, body: str, headers: dict[str, str] | None = None) -> Respo
 
 
 def _speaks_query(event: Any) -> bool:
-    """A Query request: a GET, or a form without the JSON protocol's X-Amz-Target."""
+    """A Query request: no X-Amz-Target (the JSON protocol's), and a form body, a GET or an `Action`
+    in the query string."""
     try:
         headers = {k.lower(): v for k, v in (event.headers or {}).items()}
         method = event.request_context.http.method
+        query_string = event.raw_event.get("rawQueryString") or ""
     except AttributeError:  # no event in hand
         return False
     if "x-amz-target" in headers:
         return False
-    return method == "GET" or "x-www-form-urlencoded" in headers.get("content-type", "")
+    return (method == "GET" or "x-www-form-urlencoded" in headers.get("content-type", "")
+            or _QUERY_ACTION.search(query_string) is not None)
 
 
 def as_sqs(error: PostboxError) -> tuple[errors.SqsError, dict[str, str] | None]:
@@ -130,7 +135,7 @@ def _serve(target: tuple[str, str] | None) -> Response:
     if speaks_query:
         from . import query  # only Query requests pay for reading SQS's service model
 
-        action, params = query.read(query_string if event.request_context.http.method == "GET" else body)
+        action, params = query.read(query_string, body)  # a POST's parameters may be in either
         return _xml(200, query.answer(action, actions.run(action, principal, base, params, target_queue),
                                       _request_id()))
     try:

@@ -38,12 +38,12 @@ class _Node:
 # ---- requests ---------------------------------------------------------------------------------
 
 
-def read(form: bytes | str) -> tuple[str, dict[str, Any]]:
-    """(action, parameters) of a Query request's form (its body, or a GET's query string)."""
+def read(*forms: bytes | str) -> tuple[str, dict[str, Any]]:
+    """(action, parameters) of a Query request's forms (its query string, its body), taken together."""
     try:
-        text = form.decode("utf-8") if isinstance(form, bytes) else form
-        pairs = parse_qsl(text, keep_blank_values=True, encoding="utf-8", errors="strict",
-                          max_num_fields=MAX_PARAMETERS)
+        texts = [form.decode("utf-8") if isinstance(form, bytes) else form for form in forms]
+        pairs = parse_qsl("&".join(text for text in texts if text), keep_blank_values=True, encoding="utf-8",
+                          errors="strict", max_num_fields=MAX_PARAMETERS)
     except UnicodeDecodeError:
         raise errors.invalid_contents("Invalid characters found: the parameters are not UTF-8.") from None
     except ValueError:  # more fields than any action takes
