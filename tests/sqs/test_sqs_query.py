@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import subprocess
-import sys
 from urllib.parse import quote, urlencode
 
 import httpx
@@ -257,10 +255,3 @@ def test_get_and_a_query_string_are_signed_and_read(gateway, credential):
     served = httpx.post(both.url, content=both.body, headers=dict(both.headers.items()))
     assert served.status_code == 200 and served.text.startswith('<?xml version="1.0"?><ListQueuesResponse ')
 
-
-def test_the_json_protocol_does_not_load_the_query_protocol():
-    """The endpoint's module imports the Query reader only when a Query request arrives."""
-    probe = ("import sys, functions.api.sqs.app; "
-             "print(any(m.startswith(('functions.api.sqs.query', 'botocore.model')) for m in sys.modules))")
-    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          check=True).stdout.strip() == "False"
