@@ -6,6 +6,7 @@ GET, and the errors."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from urllib.parse import quote, urlencode
 
@@ -255,3 +256,25 @@ def test_get_and_a_query_string_are_signed_and_read(gateway, credential):
     served = httpx.post(both.url, content=both.body, headers=dict(both.headers.items()))
     assert served.status_code == 200 and served.text.startswith('<?xml version="1.0"?><ListQueuesResponse ')
 
+
+
+def test_pages_dead_letter_sources_and_move_tasks(qsqs):
+    urls = [qsqs.create_queue(QueueName=f"page-{i}")["QueueUrl"] for i in range(3)]
+    first = qsqs.list_queues(QueueNamePrefix="page-", MaxResults=2)
+    assert first["QueueUrls"] == urls[:2] and first["NextToken"]
+    rest = qsqs.list_queues(QueueNamePrefix="page-", MaxResults=2, NextToken=first["NextToken"])
+    assert rest["QueueUrls"] == urls[2:] and "NextToken" not in rest
+
+    dlq = qsqs.create_queue(QueueName="dead")["QueueUrl"]
+    dlq_arn = qsqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    src = qsqs.create_queue(QueueName="work", Attributes={
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 1})})["QueueUrl"]
+    assert qsqs.list_dead_letter_source_queues(QueueUrl=dlq)["queueUrls"] == [src]
+    qsqs.send_message(QueueUrl=dlq, MessageBody="parked")
+    src_arn = qsqs.get_queue_attributes(QueueUrl=src, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    assert qsqs.start_message_move_task(SourceArn=dlq_arn, DestinationArn=src_arn,
+                                        MaxNumberOfMessagesPerSecond=5)["TaskHandle"]
+    (task,) = qsqs.list_message_move_tasks(SourceArn=dlq_arn)["Results"]
+    assert task["Status"] == "COMPLETED" and task["ApproximateNumberOfMessagesMoved"] == 1
+    assert task["MaxNumberOfMessagesPerSecond"] == 5 and isinstance(task["StartedTimestamp"], int)
+    assert qsqs.receive_message(QueueUrl=src)["Messages"][0]["Body"] == "parked"

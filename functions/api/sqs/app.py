@@ -47,7 +47,7 @@ def _request_id() -> str:
 
 
 def _error(error: errors.SqsError, headers: dict[str, str] | None = None) -> Response:
-    if _speaks_query(app.current_event):
+    if _answers_in_xml():
         from . import query
 
         return _xml(error.status, query.failure(error, _request_id()), headers)
@@ -60,19 +60,24 @@ def _xml(status: int, body: str, headers: dict[str, str] | None = None) -> Respo
                     headers={"x-amzn-RequestId": _request_id(), **(headers or {})})
 
 
-def _speaks_query(event: Any) -> bool:
+def _speaks_query(method: str, headers: dict[str, str], query_string: str) -> bool:
     """A Query request: no X-Amz-Target (the JSON protocol's), and a form body, a GET or an `Action`
-    in the query string."""
-    try:
-        headers = {k.lower(): v for k, v in (event.headers or {}).items()}
-        method = event.request_context.http.method
-        query_string = event.raw_event.get("rawQueryString") or ""
-    except AttributeError:  # no event in hand
-        return False
+    in the query string. `headers` have lower-case names."""
     if "x-amz-target" in headers:
         return False
     return (method == "GET" or "x-www-form-urlencoded" in headers.get("content-type", "")
             or _QUERY_ACTION.search(query_string) is not None)
+
+
+def _answers_in_xml() -> bool:
+    """Whether the request in hand speaks Query, so that its errors are answered in XML."""
+    try:
+        event = app.current_event
+        return _speaks_query(event.request_context.http.method,
+                             {k.lower(): v for k, v in (event.headers or {}).items()},
+                             event.raw_event.get("rawQueryString") or "")
+    except AttributeError:  # no event in hand
+        return False
 
 
 def as_sqs(error: PostboxError) -> tuple[errors.SqsError, dict[str, str] | None]:
@@ -119,11 +124,11 @@ def _serve(target: tuple[str, str] | None) -> Response:
     body = _body(event)
     query_string = event.raw_event.get("rawQueryString") or ""
     amz_target = headers.get("x-amz-target", "")
-    speaks_query = _speaks_query(event)
+    method = event.request_context.http.method
+    speaks_query = _speaks_query(method, headers, query_string)
     if not speaks_query and not amz_target.startswith(TARGET_PREFIX):
         raise errors.missing_parameter("X-Amz-Target")
-    request = sigv4.Request(event.request_context.http.method, event.raw_event.get("rawPath") or event.path,
-                            query_string, headers, body)
+    request = sigv4.Request(method, event.raw_event.get("rawPath") or event.path, query_string, headers, body)
     principal = actions.authenticate(request)
     target_queue = None
     if target is not None:  # another account's queue URL names no queue of the caller's
