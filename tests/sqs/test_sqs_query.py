@@ -195,6 +195,16 @@ def test_errors_carry_the_query_codes(qsqs, gateway, credential, query_data):
                                "MessageAttribute.1.Name": "a", "MessageAttribute.1.Value.Colour": "red"},
                               "InvalidParameterValue"),
                              ({"Version": "2012-11-05"}, "MissingParameter"),
+                             ([("Action", "ListQueues"), ("QueueNamePrefix", "a"), ("QueueNamePrefix", "b")],
+                              "InvalidParameterValue"),
+                             ({"Action": "GetQueueAttributes", "QueueUrl": url, "AttributeName": "All"},
+                              "InvalidParameterValue"),  # a list takes numbered entries
+                             ({"Action": "GetQueueAttributes", "QueueUrl": url, "AttributeName.first": "All"},
+                              "InvalidParameterValue"),
+                             ({"Action": "SendMessage", "QueueUrl": url, "MessageBody": b"\xff"},
+                              "InvalidMessageContents"),
+                             ({"Action": "SendMessage", "QueueUrl": url, "MessageBody": "x", "DelaySeconds": "soon"},
+                              "InvalidParameterValue"),
                              ({"Action": "ListQueues", "Version": "2008-01-01"}, "InvalidParameterValue")):
         answer = form(endpoint, credential, params)
         assert answer.status_code == 400 and f"<Code>{expected}</Code>" in answer.text, answer.text
