@@ -25,6 +25,7 @@ from postbox.sqs import actions, errors, identity, sigv4
 logger, metrics, lambda_handler = instrument("sqs")
 
 CONTENT_TYPE = "application/x-amz-json-1.0"
+XML_CONTENT_TYPE = "text/xml"  # the Query protocol's answers
 TARGET_PREFIX = "AmazonSQS."
 MOUNT = "/sqs"
 _QUERY_ACTION = re.compile(r"(?:^|&)Action=")
@@ -56,7 +57,7 @@ def _error(error: errors.SqsError, headers: dict[str, str] | None = None) -> Res
 
 
 def _xml(status: int, body: str, headers: dict[str, str] | None = None) -> Response:
-    return Response(status_code=status, content_type="text/xml", body=body,
+    return Response(status_code=status, content_type=XML_CONTENT_TYPE, body=body,
                     headers={"x-amzn-RequestId": _request_id(), **(headers or {})})
 
 

@@ -14,7 +14,6 @@ from postbox.sqs import errors
 
 from .query_model import XML_NAMESPACE, service_model
 
-CONTENT_TYPE = "text/xml"
 VERSION = "2012-11-05"
 MAX_PARAMETERS = 5000  # a full batch of ten entries, each with ten attributes, takes some 500
 _INDEX = re.compile(r"[1-9][0-9]{0,5}")
@@ -49,19 +48,14 @@ def read(*forms: bytes | str) -> tuple[str, dict[str, Any]]:
     except ValueError:  # more fields than any action takes
         raise errors.malformed(f"A request takes at most {MAX_PARAMETERS} parameters.") from None
     root = _Node()
-    action = version = None
     for key, value in pairs:
-        if key == "Action":
-            action = value
-        elif key == "Version":
-            version = value
-        else:
-            node = root
-            for part in key.split("."):
-                node = node.children.setdefault(part, _Node())
-            if node.value is not None:
-                raise errors.invalid_parameter(f"The parameter {key[:100]} is given more than once.")
-            node.value = value
+        node = root
+        for part in key.split("."):
+            node = node.children.setdefault(part, _Node())
+        if node.value is not None:
+            raise errors.invalid_parameter(f"The parameter {key[:100]} is given more than once.")
+        node.value = value
+    action, version = (_envelope(root, name) for name in ("Action", "Version"))
     if not action:
         raise errors.missing_parameter("Action")
     if version not in (None, VERSION):
@@ -71,6 +65,14 @@ def read(*forms: bytes | str) -> tuple[str, dict[str, Any]]:
         raise errors.unknown_action(action)
     shape = model.input_shape(action)
     return action, (_structure(shape, root, "") if shape is not None else _refuse_all(root))
+
+
+def _envelope(root: _Node, name: str) -> str | None:
+    """The value of one of the parameters every action takes (`Action`, `Version`), taken out."""
+    node = root.children.pop(name, _Node())
+    for part in node.children:
+        raise _unknown(f"{name}.{part}")
+    return node.value
 
 
 def _refuse_all(node: _Node) -> dict[str, Any]:
