@@ -227,8 +227,10 @@ ROUTES: tuple[Route, ...] = tuple(
         ("GET", WORK + "/scopes/{scope_id}/audit/stats"),
     )
     # SQS's endpoint, its queue URLs as request targets, and the API's root for clients that cannot
-    # give an endpoint a path (kombu's SQS transport); SigV4 is verified by the function
-    + _rows("sqs", ("POST", SQS), ("POST", SQS + "/{account}/{queue}"), ("POST", "/"))
+    # give an endpoint a path (kombu's SQS transport); GET carries the Query protocol's parameters in
+    # its query string; SigV4 is verified by the function
+    + _rows("sqs", ("POST", SQS), ("POST", SQS + "/{account}/{queue}"), ("POST", "/"),
+            ("GET", SQS), ("GET", SQS + "/{account}/{queue}"))
     # (each surface adds its own `+ _rows("<function>", ...)` block above this line)
 )
 

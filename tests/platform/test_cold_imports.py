@@ -56,6 +56,19 @@ def test_the_durable_function_reads_the_route_table_only_to_answer_a_path_it_doe
     assert "functions.routes" in then
 
 
+def test_the_sqs_function_reads_the_query_protocol_only_when_a_query_request_arrives():
+    query = ("functions.api.sqs.query", "functions.api.sqs.query_model")
+    assert not set(query) & _loaded_after("functions.api.sqs.app")
+    then = _loaded_after(
+        "functions.api.sqs.app", "from functions.api.sqs import app",
+        "from functions.local.events import http_event", "from functions.local.lambda_context import LocalContext",
+        "event = http_event('POST', '/sqs', headers={'content-type': 'application/x-www-form-urlencoded'}, "
+        "body='Action=ListQueues')",
+        "answer = app.handler(event, LocalContext('sqs'))",  # unsigned: refused, in the Query protocol's XML
+        "assert answer['statusCode'] == 403 and '<Code>MissingAuthenticationToken</Code>' in answer['body']")
+    assert set(query) <= then
+
+
 def test_the_work_schemas_import_jsonschema_when_a_schema_is_first_checked():
     loaded = _loaded_after("postbox.work.schemas",
                            "from postbox.work import schemas",

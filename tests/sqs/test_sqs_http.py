@@ -9,32 +9,13 @@ import threading
 import time
 
 import pytest
-from moto.sqs.models import Message as MotoMessage
-from sqs_clients import code, error_of
+from sqs_clients import ATTRIBUTES, code, error_of, moto_md5
 
 from support.http import client
 
 
-def moto_md5(body: str, attributes: dict) -> tuple[str, str]:
-    """(MD5 of body, MD5 of attributes) as moto computes them (its BinaryValue is raw bytes)."""
-    m = MotoMessage("x", body)
-    m.message_attributes = {k: ({**v, "BinaryValue": v["BinaryValue"]} if "BinaryValue" in v else v)
-                            for k, v in attributes.items()}
-    return m.body_md5, m.attribute_md5
-
-
 def received(sqs, url, **kwargs) -> list[dict]:
     return sqs.receive_message(QueueUrl=url, **kwargs).get("Messages", [])
-
-
-ATTRIBUTES = {
-    "s": {"DataType": "String", "StringValue": "héllo ✓"},
-    "n": {"DataType": "Number", "StringValue": "-12.5e3"},
-    "b": {"DataType": "Binary", "BinaryValue": b"\x00\x01\xffbin"},
-    "custom": {"DataType": "String.json", "StringValue": '{"a":1}'},
-    "nb": {"DataType": "Number.int", "StringValue": "42"},
-    "bc": {"DataType": "Binary.png", "BinaryValue": b"\x89PNG"},
-}
 
 
 def test_send_and_receive_with_every_attribute_type_and_their_digests(sqs):

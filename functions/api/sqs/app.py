@@ -1,13 +1,15 @@
 """The SQS endpoint (`/sqs`, queue URLs `/sqs/<account>/<queue>` as request targets, and `POST /`
-for clients that take a host and port only): the AWS
-JSON 1.0 protocol (`X-Amz-Target: AmazonSQS.<Action>`) that SDKs and the AWS CLI speak, with
-SigV4 verified here (its routes have no authorizer). Parses, authenticates, calls the domain's
-action, answers in SQS's shapes: `{"__type", "message"}` and `x-amzn-query-error` on errors."""
+for clients that take a host and port only): the AWS JSON 1.0 protocol (`X-Amz-Target:
+AmazonSQS.<Action>`) that SDKs and the AWS CLI speak, and the older Query protocol (form parameters,
+XML answers; see `query`), with SigV4 verified here (its routes have no authorizer). Parses,
+authenticates, calls the domain's action, answers in SQS's shapes: `{"__type", "message"}` and
+`x-amzn-query-error` on JSON errors, `<ErrorResponse>` on Query ones."""
 
 from __future__ import annotations
 
 import base64
 import json
+import re
 import uuid
 from typing import Any
 
@@ -23,8 +25,10 @@ from postbox.sqs import actions, errors, identity, sigv4
 logger, metrics, lambda_handler = instrument("sqs")
 
 CONTENT_TYPE = "application/x-amz-json-1.0"
+XML_CONTENT_TYPE = "text/xml"  # the Query protocol's answers
 TARGET_PREFIX = "AmazonSQS."
 MOUNT = "/sqs"
+_QUERY_ACTION = re.compile(r"(?:^|&)Action=")
 
 app = RequestLocalResolver()  # the local gateway serves it from several threads at once
 
@@ -44,8 +48,37 @@ def _request_id() -> str:
 
 
 def _error(error: errors.SqsError, headers: dict[str, str] | None = None) -> Response:
+    if _answers_in_xml():
+        from . import query
+
+        return _xml(error.status, query.failure(error, _request_id()), headers)
     return _answer(error.status, {"__type": f"{error.namespace}#{error.kind}", "message": error.message},
                    {"x-amzn-query-error": f"{error.query_code};{error.fault}", **(headers or {})})
+
+
+def _xml(status: int, body: str, headers: dict[str, str] | None = None) -> Response:
+    return Response(status_code=status, content_type=XML_CONTENT_TYPE, body=body,
+                    headers={"x-amzn-RequestId": _request_id(), **(headers or {})})
+
+
+def _speaks_query(method: str, headers: dict[str, str], query_string: str) -> bool:
+    """A Query request: no X-Amz-Target (the JSON protocol's), and a form body, a GET or an `Action`
+    in the query string. `headers` have lower-case names."""
+    if "x-amz-target" in headers:
+        return False
+    return (method == "GET" or "x-www-form-urlencoded" in headers.get("content-type", "")
+            or _QUERY_ACTION.search(query_string) is not None)
+
+
+def _answers_in_xml() -> bool:
+    """Whether the request in hand speaks Query, so that its errors are answered in XML."""
+    try:
+        event = app.current_event
+        return _speaks_query(event.request_context.http.method,
+                             {k.lower(): v for k, v in (event.headers or {}).items()},
+                             event.raw_event.get("rawQueryString") or "")
+    except AttributeError:  # no event in hand
+        return False
 
 
 def as_sqs(error: PostboxError) -> tuple[errors.SqsError, dict[str, str] | None]:
@@ -90,30 +123,34 @@ def _serve(target: tuple[str, str] | None) -> Response:
     event = app.current_event
     headers = {k.lower(): v for k, v in (event.headers or {}).items()}
     body = _body(event)
+    query_string = event.raw_event.get("rawQueryString") or ""
     amz_target = headers.get("x-amz-target", "")
-    if not amz_target.startswith(TARGET_PREFIX):
-        if "x-www-form-urlencoded" in headers.get("content-type", "") or event.query_string_parameters:
-            raise errors.SqsError("UnknownOperationException", "Postbox's SQS endpoint speaks the AWS JSON 1.0 "
-                                  "protocol only (X-Amz-Target: AmazonSQS.<Action>); the Query protocol is not "
-                                  "served.", query_code="InvalidAction", namespace=errors.CORAL)
+    method = event.request_context.http.method
+    speaks_query = _speaks_query(method, headers, query_string)
+    if not speaks_query and not amz_target.startswith(TARGET_PREFIX):
         raise errors.missing_parameter("X-Amz-Target")
-    action = amz_target[len(TARGET_PREFIX):]
-    request = sigv4.Request(event.request_context.http.method, event.raw_event.get("rawPath") or event.path,
-                            event.raw_event.get("rawQueryString") or "", headers, body)
+    request = sigv4.Request(method, event.raw_event.get("rawPath") or event.path, query_string, headers, body)
     principal = actions.authenticate(request)
     target_queue = None
     if target is not None:  # another account's queue URL names no queue of the caller's
         if target[0] != identity.account_id(principal.tenant_id):
             raise errors.no_queue()
         target_queue = target[1]
+    scheme = headers.get("x-forwarded-proto", "http").split(",")[0].strip()
+    base = f"{scheme}://{headers.get('host', 'localhost')}{MOUNT}"
+    if speaks_query:
+        from . import query  # only Query requests pay for reading SQS's service model
+
+        action, params = query.read(query_string, body)  # a POST's parameters may be in either
+        return _xml(200, query.answer(action, actions.run(action, principal, base, params, target_queue),
+                                      _request_id()))
     try:
         params = inputs.parse_json(body) if body else {}
     except inputs.BadInput as bad:
         if bad.code == "invalid_text":  # a character SQS refuses in a body or an attribute (NUL, a lone surrogate)
             raise errors.invalid_contents(f"Invalid characters found: {bad.reason}.") from None
         raise errors.malformed(f"The request body is not valid JSON: {bad.reason}") from None
-    scheme = headers.get("x-forwarded-proto", "http").split(",")[0].strip()
-    base = f"{scheme}://{headers.get('host', 'localhost')}{MOUNT}"
+    action = amz_target[len(TARGET_PREFIX):]
     return _answer(200, actions.run(action, principal, base, params, target_queue))
 
 
@@ -131,6 +168,17 @@ def root() -> Response:
 @app.post(MOUNT + "/<account>/<queue>")
 def queue_url(account: str, queue: str) -> Response:
     """A queue URL as the request's target: its queue, when the body names none."""
+    return _serve((account, queue))
+
+
+@app.get(MOUNT)
+def query_get() -> Response:
+    """A Query request whose parameters are its query string."""
+    return _serve(None)
+
+
+@app.get(MOUNT + "/<account>/<queue>")
+def queue_url_get(account: str, queue: str) -> Response:
     return _serve((account, queue))
 
 
