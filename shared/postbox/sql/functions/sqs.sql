@@ -4,6 +4,10 @@
 
 -- Send: entries with a deduplication id (FIFO) that was seen in the last five minutes are not sent
 -- again; each answers the id of the message its first sending made (`duplicate` true).
+-- A FIFO send first takes a transaction-level lock for each message group it sends to (in lock-key
+-- order, so two batches never wait on each other crosswise): a group's ids are then drawn and
+-- committed in one order, and a receive never hands out a group's later message while an earlier
+-- one is still being sent (its SequenceNumbers only grow). Standard queues' sends take no lock.
 CREATE OR REPLACE FUNCTION sqs_send(
     p_tenant uuid, p_project uuid, p_name text,
     p_messages text[], p_sizes int[], p_delays float8[], p_headers jsonb[], p_dedup text[]
@@ -18,6 +22,7 @@ DECLARE
     v_dup boolean[] := array_fill(false, ARRAY[v_n]);
     v_kick bigint;
     v_new boolean;
+    v_group int;
 BEGIN
     q := queue_find(p_tenant, p_project, p_name);
     IF p_dedup IS NULL THEN
@@ -29,6 +34,10 @@ BEGIN
     DELETE FROM sqs_dedup WHERE ctid = ANY (ARRAY(
         SELECT ctid FROM sqs_dedup WHERE queue_id = q.id AND expires_at <= clock_timestamp()
         LIMIT 100 FOR UPDATE SKIP LOCKED));
+    FOR v_group IN SELECT DISTINCT hashtext(q.id || ':' || (h->'sqs'->>'g')) FROM unnest(p_headers) h
+                   WHERE h->'sqs'->>'g' IS NOT NULL ORDER BY 1 LOOP
+        PERFORM pg_advisory_xact_lock(x'5347'::int, v_group);  -- "SG"
+    END LOOP;
     FOR i IN 1 .. v_n LOOP
         v_found := nextval('queue_msg_id_seq');
         v_new := true;
