@@ -1,0 +1,12 @@
+-- A FIFO receive's ReceiveRequestAttemptId, kept five minutes: the messages that receive handed out,
+-- with the read count and the visibility deadline it gave each, so that a retry can be answered the
+-- same messages and receipt handles while none of them has been touched since.
+CREATE TABLE sqs_receive_attempts (
+    queue_id   bigint NOT NULL REFERENCES queues(id) ON DELETE CASCADE,
+    attempt_id text NOT NULL,
+    msg_ids    bigint[] NOT NULL,
+    read_cts   int[] NOT NULL,
+    vts        timestamptz[] NOT NULL,
+    expires_at timestamptz NOT NULL,
+    PRIMARY KEY (queue_id, attempt_id)
+);
