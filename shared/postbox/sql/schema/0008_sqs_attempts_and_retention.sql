@@ -10,3 +10,10 @@ CREATE TABLE sqs_receive_attempts (
     expires_at timestamptz NOT NULL,
     PRIMARY KEY (queue_id, attempt_id)
 );
+
+-- A queue's waiting messages expire after its MessageRetentionPeriod when its SQS attributes hold
+-- one: CreateQueue keeps it (the default too), SetQueueAttributes gives it to any queue. Queues SQS
+-- made before it was kept get the default; a queues-API queue that SQS only tagged keeps its waiting
+-- messages until they are deleted.
+UPDATE sqs_queues SET attributes = attributes || '{"MessageRetentionPeriod": 345600}'
+WHERE NOT attributes ? 'MessageRetentionPeriod' AND (fifo OR attributes <> '{}' OR tags = '{}');
