@@ -156,7 +156,7 @@ END $$;
 -- A retry answered the same keeps the attempt's five minutes; a fresh claim starts them.
 CREATE OR REPLACE FUNCTION sqs_fifo_attempt_keep(p_queue bigint, p_attempt text, p_ids bigint[]) RETURNS void
 LANGUAGE sql AS $$
-    INSERT INTO sqs_receive_attempts AS a (queue_id, attempt_id, msg_ids, read_cts, vts, expires_at)
+    INSERT INTO sqs_receive_attempts (queue_id, attempt_id, msg_ids, read_cts, vts, expires_at)
     SELECT p_queue, p_attempt, array_agg(m.msg_id ORDER BY m.msg_id), array_agg(m.read_ct ORDER BY m.msg_id),
            array_agg(m.vt ORDER BY m.msg_id), clock_timestamp() + interval '5 minutes'
     FROM queue_messages m WHERE m.queue_id = p_queue AND m.msg_id = ANY (p_ids)
