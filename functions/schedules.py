@@ -35,7 +35,8 @@ AGENTS: tuple[Agent, ...] = (
         "queue-retention",
         "functions.agents.queue_retention.handler",
         300,
-        "Deletes archived queue messages older than their queue's retention, in bounded batches.",
+        "Deletes archived queue messages older than their queue's retention, and waiting messages older than"
+        " their SQS MessageRetentionPeriod, in bounded batches.",
     ),
     Agent(
         "consumer-dispatch",

@@ -1,4 +1,5 @@
-"""Agent: delete archived queue messages past their retention."""
+"""Agent: delete archived queue messages past their retention, and waiting messages past their
+queue's SQS MessageRetentionPeriod."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 from functions.observability import instrument
 from postbox.agents import recorded
 from postbox.queues import retention
+from postbox.sqs import retention as sqs_retention
 
 logger, metrics, lambda_handler = instrument("queue-retention")
 
@@ -15,5 +17,7 @@ logger, metrics, lambda_handler = instrument("queue-retention")
 @recorded("queue-retention")
 def handler(event: dict, context: Any) -> dict:
     deleted = retention.sweep()
+    expired = sqs_retention.sweep()
     metrics.add_metric(name="ArchivedMessagesExpired", unit="Count", value=deleted)
-    return {"deleted": deleted}
+    metrics.add_metric(name="WaitingMessagesExpired", unit="Count", value=expired)
+    return {"deleted": deleted, "expired": expired}

@@ -31,10 +31,16 @@ DELETE FROM queue_archive a USING doomed d WHERE a.queue_id = d.queue_id AND a.m
 
 def sweep(batch: int = 5000, budget_s: float = 20.0) -> int:
     """Delete expired archived messages, a batch per transaction, until none or out of time."""
+    return in_batches(_SWEEP, batch, budget_s)
+
+
+def in_batches(statement: str, batch: int, budget_s: float) -> int:
+    """Run a statement that deletes at most %(batch)s rows, one transaction each time, until it
+    deletes fewer or the budget is spent; the rows deleted in all."""
     deleted, deadline = 0, time.monotonic() + budget_s
     while time.monotonic() < deadline:
         with db.transaction() as conn:
-            n = conn.execute(_SWEEP, {"batch": batch}).rowcount
+            n = conn.execute(statement, {"batch": batch}).rowcount
         deleted += n
         if n < batch:
             break

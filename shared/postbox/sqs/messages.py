@@ -422,7 +422,9 @@ def _received(queue: SqsQueue, principal: Principal, row: dict[str, Any], system
 def receive(principal: Principal, name: str, request: dict[str, Any]) -> dict[str, Any]:
     """Up to MaxNumberOfMessages (1-10) messages, hidden for VisibilityTimeout (the queue's by
     default); with WaitTimeSeconds (or the queue's ReceiveMessageWaitTimeSeconds), a long poll on
-    the shared wait until one arrives."""
+    the shared wait until one arrives. On a FIFO queue, a ReceiveRequestAttemptId retried within
+    five minutes answers the same messages and receipt handles while none was touched since (the
+    SQL decides; a standard queue ignores the id, as SQS does)."""
     tenancy.require(principal, "write")
     qty = _integer(request.get("MaxNumberOfMessages"), "MaxNumberOfMessages", 1, MAX_RECEIVE) or 1
     vt = _integer(request.get("VisibilityTimeout"), "VisibilityTimeout", 0, MAX_VISIBILITY)
@@ -434,14 +436,14 @@ def receive(principal: Principal, name: str, request: dict[str, Any]) -> dict[st
     queue = meta(principal, name)
     if wait is None:
         wait = int(_attribute(queue, "ReceiveMessageWaitTimeSeconds"))
-    args = (principal.tenant_id, tenancy.project_id(principal), name, qty, vt)
+    args = (principal.tenant_id, tenancy.project_id(principal), name, qty, vt, attempt_id)
     channels = [wakeup.channel(wakeup.QUEUE, queue.id)]
 
-    def attempt() -> tuple[list[dict[str, Any]], list[str]]:
+    def claim() -> tuple[list[dict[str, Any]], list[str]]:
         with db.connection() as conn, db.domain_errors():
-            return conn.execute("SELECT sqs_receive(%s, %s, %s, %s, %s)", args).fetchone()[0], channels
+            return conn.execute("SELECT sqs_receive(%s, %s, %s, %s, %s, %s)", args).fetchone()[0], channels
 
-    rows = _in_sqs_terms(lambda: wakeup.long_poll(attempt, float(wait)))
+    rows = _in_sqs_terms(lambda: wakeup.long_poll(claim, float(wait)))
     if not rows:
         return {}  # as SQS answers an empty receive: no Messages member
     return {"Messages": [_received(queue, principal, r, system, wanted) for r in rows]}

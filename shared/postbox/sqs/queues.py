@@ -130,6 +130,8 @@ def create(principal: Principal, base: str, name: Any, attrs: dict[str, Any], ta
     checked = attributes.check(attrs or {}, fifo=fifo, creating=True)
     tags = check_tags(tags or {})
     own, kept = _split(checked)
+    # Kept even when it is the default: a queue whose SQS attributes hold it expires its waiting messages.
+    kept.setdefault("MessageRetentionPeriod", attributes.NUMBERS["MessageRetentionPeriod"][2])
     with db.transaction() as conn:
         try:
             existing = find(conn, principal, name)

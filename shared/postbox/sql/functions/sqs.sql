@@ -1,9 +1,14 @@
 -- The SQS face's hot paths, one round trip each, on the message engine (queues.sql): a send,
--- a receive (standard queues through queue_claim; FIFO queues through sqs_fifo_claim), a delete
+-- a receive (standard queues through queue_claim; FIFO queues through sqs_fifo_claim, or
+-- sqs_fifo_attempt when the receive names a ReceiveRequestAttemptId), a delete
 -- and a change of visibility by receipt. Errors a caller may hit are PB-class SQLSTATEs.
 
 -- Send: entries with a deduplication id (FIFO) that was seen in the last five minutes are not sent
 -- again; each answers the id of the message its first sending made (`duplicate` true).
+-- A FIFO send first takes a transaction-level lock for each message group it sends to (in lock-key
+-- order, so two batches never wait on each other crosswise): a group's ids are then drawn and
+-- committed in one order, and a receive never hands out a group's later message while an earlier
+-- one is still being sent (its SequenceNumbers only grow). Standard queues' sends take no lock.
 CREATE OR REPLACE FUNCTION sqs_send(
     p_tenant uuid, p_project uuid, p_name text,
     p_messages text[], p_sizes int[], p_delays float8[], p_headers jsonb[], p_dedup text[]
@@ -18,6 +23,7 @@ DECLARE
     v_dup boolean[] := array_fill(false, ARRAY[v_n]);
     v_kick bigint;
     v_new boolean;
+    v_group int;
 BEGIN
     q := queue_find(p_tenant, p_project, p_name);
     IF p_dedup IS NULL THEN
@@ -29,6 +35,10 @@ BEGIN
     DELETE FROM sqs_dedup WHERE ctid = ANY (ARRAY(
         SELECT ctid FROM sqs_dedup WHERE queue_id = q.id AND expires_at <= clock_timestamp()
         LIMIT 100 FOR UPDATE SKIP LOCKED));
+    FOR v_group IN SELECT DISTINCT hashtext(q.id || ':' || (h->'sqs'->>'g')) FROM unnest(p_headers) h
+                   WHERE h->'sqs'->>'g' IS NOT NULL ORDER BY 1 LOOP
+        PERFORM pg_advisory_xact_lock(x'5347'::int, v_group);  -- "SG"
+    END LOOP;
     FOR i IN 1 .. v_n LOOP
         v_found := nextval('queue_msg_id_seq');
         v_new := true;
@@ -103,13 +113,70 @@ BEGIN
     END IF;
 END $$;
 
--- A receive's claim: a FIFO queue's group-ordered walk, any other queue's the message engine's own,
--- so the receive builds its answer once, whichever claimed.
-CREATE OR REPLACE FUNCTION sqs_claim(p_queue bigint, p_qty int, p_vt float8, p_max_reads int, p_dlq bigint)
-RETURNS TABLE (r_msg_id bigint, r_read_ct int, r_enqueued_at float8, r_vt float8, r_message jsonb, r_headers jsonb)
+-- A FIFO receive naming a ReceiveRequestAttemptId, in the FIFO claims' turn: a retry within five
+-- minutes of the receive that recorded the id (sqs_fifo_attempt_keep) answers that receive's
+-- messages again with their read counts (so the same receipt handles), hidden for p_vt seconds from
+-- now, while every one of them is still waiting with the read count and the visibility deadline
+-- that receive (or its last retry) gave it. Once one was deleted, had its visibility changed or was
+-- received again, or after the five minutes, the attempt is spent: it is forgotten and this receive
+-- claims afresh (sqs_fifo_claim), its messages then being the attempt's.
+CREATE OR REPLACE FUNCTION sqs_fifo_attempt(
+    p_queue bigint, p_attempt text, p_qty int, p_vt float8, p_max_reads int, p_dlq bigint
+) RETURNS TABLE (r_msg_id bigint, r_read_ct int, r_enqueued_at float8, r_vt float8, r_message jsonb, r_headers jsonb)
+LANGUAGE plpgsql AS $$
+DECLARE
+    a sqs_receive_attempts;
+BEGIN
+    PERFORM pg_advisory_xact_lock(x'5346'::int, (p_queue % 2147483647)::int);  -- sqs_fifo_claim's ("SF")
+    -- Forget some attempts past their five minutes (never waiting on a row another receive holds).
+    DELETE FROM sqs_receive_attempts WHERE ctid = ANY (ARRAY(
+        SELECT ctid FROM sqs_receive_attempts WHERE queue_id = p_queue AND expires_at <= clock_timestamp()
+        LIMIT 100 FOR UPDATE SKIP LOCKED));
+    SELECT * INTO a FROM sqs_receive_attempts WHERE queue_id = p_queue AND attempt_id = p_attempt;
+    IF FOUND THEN
+        IF a.expires_at > clock_timestamp() AND cardinality(a.msg_ids) = (
+            SELECT count(*) FROM (
+                SELECT 1 FROM queue_messages m JOIN unnest(a.msg_ids, a.read_cts, a.vts) u(id, n, vt) ON m.msg_id = u.id
+                WHERE m.queue_id = p_queue AND m.read_ct = u.n AND m.vt = u.vt
+                FOR UPDATE OF m) untouched) THEN
+            RETURN QUERY
+            UPDATE queue_messages m SET vt = clock_timestamp() + p_vt * interval '1 second'
+            WHERE m.queue_id = p_queue AND m.msg_id = ANY (a.msg_ids)
+            RETURNING m.msg_id, m.read_ct, date_part('epoch', m.enqueued_at), date_part('epoch', m.vt),
+                      m.message, m.headers;
+            RETURN;
+        END IF;
+        DELETE FROM sqs_receive_attempts WHERE queue_id = p_queue AND attempt_id = p_attempt;
+    END IF;
+    RETURN QUERY SELECT * FROM sqs_fifo_claim(p_queue, p_qty, p_vt, p_max_reads, p_dlq);
+END $$;
+
+-- Record what a FIFO receive naming p_attempt handed out (p_ids, claimed or answered again by
+-- sqs_fifo_attempt in this transaction): each message's read count and its new visibility deadline.
+-- A retry answered the same keeps the attempt's five minutes; a fresh claim starts them.
+CREATE OR REPLACE FUNCTION sqs_fifo_attempt_keep(p_queue bigint, p_attempt text, p_ids bigint[]) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO sqs_receive_attempts (queue_id, attempt_id, msg_ids, read_cts, vts, expires_at)
+    SELECT p_queue, p_attempt, array_agg(m.msg_id ORDER BY m.msg_id), array_agg(m.read_ct ORDER BY m.msg_id),
+           array_agg(m.vt ORDER BY m.msg_id), clock_timestamp() + interval '5 minutes'
+    FROM queue_messages m WHERE m.queue_id = p_queue AND m.msg_id = ANY (p_ids)
+    HAVING count(*) > 0
+    ON CONFLICT (queue_id, attempt_id) DO UPDATE
+    SET msg_ids = excluded.msg_ids, read_cts = excluded.read_cts, vts = excluded.vts
+$$;
+
+-- A receive's claim: a FIFO queue's group-ordered walk (through its ReceiveRequestAttemptId when the
+-- receive names one), any other queue's the message engine's own, so the receive builds its answer
+-- once, whichever claimed.
+DROP FUNCTION IF EXISTS sqs_claim(bigint, int, float8, int, bigint);
+CREATE OR REPLACE FUNCTION sqs_claim(
+    p_queue bigint, p_fifo boolean, p_attempt text, p_qty int, p_vt float8, p_max_reads int, p_dlq bigint
+) RETURNS TABLE (r_msg_id bigint, r_read_ct int, r_enqueued_at float8, r_vt float8, r_message jsonb, r_headers jsonb)
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF coalesce((SELECT s.fifo FROM sqs_queues s WHERE s.queue_id = p_queue), false) THEN
+    IF p_fifo AND p_attempt IS NOT NULL THEN
+        RETURN QUERY SELECT * FROM sqs_fifo_attempt(p_queue, p_attempt, p_qty, p_vt, p_max_reads, p_dlq);
+    ELSIF p_fifo THEN
         RETURN QUERY SELECT * FROM sqs_fifo_claim(p_queue, p_qty, p_vt, p_max_reads, p_dlq);
     ELSE
         RETURN QUERY SELECT * FROM queue_claim(p_queue, p_qty, p_vt, p_max_reads, p_dlq);
@@ -119,22 +186,34 @@ END $$;
 -- Receive: one JSON array of the messages claimed, in id order, each with when it was first handed
 -- out (read from the row as it was before this claim: null on a first receive, which is now). The
 -- row is looked up by its key for each message claimed: a join let the planner hash the whole table.
-CREATE OR REPLACE FUNCTION sqs_receive(p_tenant uuid, p_project uuid, p_name text, p_qty int, p_vt float8)
+-- A standard queue ignores p_attempt (the ReceiveRequestAttemptId), as SQS does.
+DROP FUNCTION IF EXISTS sqs_receive(uuid, uuid, text, int, float8);
+CREATE OR REPLACE FUNCTION sqs_receive(p_tenant uuid, p_project uuid, p_name text, p_qty int, p_vt float8,
+                                       p_attempt text)
 RETURNS json LANGUAGE plpgsql AS $$
 DECLARE
     q queues;
     v_vt float8;
+    v_fifo boolean;
+    v_answer json;
+    v_ids bigint[];
 BEGIN
     q := queue_find(p_tenant, p_project, p_name);
     v_vt := coalesce(p_vt, q.visibility_timeout_sec);
-    RETURN (
-        SELECT coalesce(json_agg(json_build_object(
-            'id', c.r_msg_id, 'n', c.r_read_ct, 'sent', c.r_enqueued_at, 'body', c.r_message,
-            'h', c.r_headers, 'first', date_part('epoch', coalesce((
-                SELECT m.first_read_at FROM queue_messages m WHERE m.queue_id = q.id AND m.msg_id = c.r_msg_id),
-                now())))
-            ORDER BY c.r_msg_id), '[]')
-        FROM sqs_claim(q.id, p_qty, v_vt, q.max_reads, q.dead_letter_queue_id) c);
+    v_fifo := coalesce((SELECT s.fifo FROM sqs_queues s WHERE s.queue_id = q.id), false);
+    SELECT coalesce(json_agg(json_build_object(
+               'id', c.r_msg_id, 'n', c.r_read_ct, 'sent', c.r_enqueued_at, 'body', c.r_message,
+               'h', c.r_headers, 'first', date_part('epoch', coalesce((
+                   SELECT m.first_read_at FROM queue_messages m WHERE m.queue_id = q.id AND m.msg_id = c.r_msg_id),
+                   now())))
+               ORDER BY c.r_msg_id), '[]'),
+           array_agg(c.r_msg_id)
+    INTO v_answer, v_ids
+    FROM sqs_claim(q.id, v_fifo, p_attempt, p_qty, v_vt, q.max_reads, q.dead_letter_queue_id) c;
+    IF v_fifo AND p_attempt IS NOT NULL AND v_ids IS NOT NULL THEN
+        PERFORM sqs_fifo_attempt_keep(q.id, p_attempt, v_ids);
+    END IF;
+    RETURN v_answer;
 END $$;
 
 -- Delete by receipt: the ids that were waiting (a message already gone is no error, as in SQS).
