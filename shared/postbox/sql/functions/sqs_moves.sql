@@ -175,9 +175,11 @@ RETURNS TABLE (task uuid, rate int) LANGUAGE sql AS $$
     RETURNING t.task_handle, coalesce(t.max_per_second, sqs_move_default_rate())
 $$;
 
--- The end of a run: the tasks it held are free again, and those cancelled meanwhile end CANCELLED.
+-- The end of a run: the tasks it held are free again a second later (its last slice's second is
+-- theirs: a run right after this one does not move them twice as fast), and those cancelled
+-- meanwhile end CANCELLED.
 CREATE OR REPLACE FUNCTION sqs_move_release(p_runner uuid) RETURNS void LANGUAGE sql AS $$
-    UPDATE sqs_move_tasks SET runner = NULL, lease_until = NULL,
+    UPDATE sqs_move_tasks SET runner = NULL, lease_until = clock_timestamp() + interval '1 second',
                               status = CASE WHEN status = 'CANCELLING' THEN 'CANCELLED' ELSE status END
     WHERE runner = p_runner
 $$;
