@@ -353,3 +353,17 @@ def test_another_tenants_task_is_not_found(sqs, gateway, mint, make_tenant):
     other = sqs_client(gateway.url, mint("manage", tenant_id=make_tenant().tenant_id))
     assert code(error_of(other.cancel_message_move_task, TaskHandle=handle)) == "ResourceNotFoundException"
     assert task_of(sqs, dlq)["Status"] == "RUNNING"
+
+
+def test_a_task_whose_destination_is_deleted_fails_and_keeps_the_rest(sqs, tenant):
+    dlq = dead_letter_queue(sqs)
+    to = sqs.create_queue(QueueName="to")["QueueUrl"]
+    handle, _ = moved_to(sqs, dlq, to, 5, rate=1)
+    sqs.delete_queue(QueueUrl=to)
+    time.sleep(FREE_S)
+    run_for(10)
+    task = task_of(sqs, dlq)
+    assert task["Status"] == "FAILED" and task["FailureReason"] == "The destination queue no longer exists."
+    assert task["ApproximateNumberOfMessagesMoved"] == 1 and "TaskHandle" not in task
+    assert sum(bodies(tenant, "parked").values()) == 4
+    assert code(error_of(sqs.cancel_message_move_task, TaskHandle=handle)) == "ResourceNotFoundException"
