@@ -297,28 +297,32 @@ def test_two_drivers_of_one_task_at_once_move_every_message_exactly_once(sqs, te
     assert bodies(tenant, "to") == Counter(texts) and bodies(tenant, "parked") == Counter()
 
 
-def test_two_agent_runs_at_once_share_a_task_at_its_rate(sqs, tenant):
+def test_a_run_while_another_holds_the_task_leaves_it_alone(sqs, tenant):
+    """Two agent runs at once (a retry on AWS, a slow run locally): the task moves at its rate, not twice it."""
     dlq = dead_letter_queue(sqs)
     to = sqs.create_queue(QueueName="to")["QueueUrl"]
     _, texts = moved_to(sqs, dlq, to, 100, rate=10)
     time.sleep(FREE_S)
-    go = threading.Barrier(2)
-    failures: list[BaseException] = []
+    asleep, wake = threading.Event(), threading.Event()
+    fake = FakeTime()
 
-    def run() -> None:
-        try:
-            go.wait(10)
-            run_for(3)
-        except BaseException as e:  # noqa: BLE001 - reported by the test below
-            failures.append(e)
+    def sleep(seconds: float) -> None:
+        asleep.set()
+        assert wake.wait(30)
+        fake.sleep(seconds)
 
-    threads = [threading.Thread(target=run) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    assert not failures
-    assert task_of(sqs, dlq)["ApproximateNumberOfMessagesMoved"] == 10 + 30  # one run held it, not two
+    done: list[int] = []
+    first = threading.Thread(target=lambda: done.append(mover.run(3, fake.clock, sleep)))
+    first.start()
+    try:
+        assert asleep.wait(30)  # the first run holds the task, between two of its slices
+        run_for(3)
+        assert task_of(sqs, dlq)["ApproximateNumberOfMessagesMoved"] == 10 + 10
+    finally:
+        wake.set()
+        first.join(30)
+    assert done == [30]
+    assert task_of(sqs, dlq)["ApproximateNumberOfMessagesMoved"] == 10 + 30
     assert bodies(tenant, "to") + bodies(tenant, "parked") == Counter(texts)
 
 
