@@ -371,3 +371,30 @@ def test_a_task_whose_destination_is_deleted_fails_and_keeps_the_rest(sqs, tenan
     assert task["ApproximateNumberOfMessagesMoved"] == 1 and "TaskHandle" not in task
     assert sum(bodies(tenant, "parked").values()) == 4
     assert code(error_of(sqs.cancel_message_move_task, TaskHandle=handle)) == "ResourceNotFoundException"
+
+
+def test_two_starts_at_once_make_one_task(sqs, gateway, mint, tenant):
+    from sqs_clients import sqs_client
+
+    dlq = dead_letter_queue(sqs)
+    send(sqs, dlq, [f"m{i}" for i in range(5)])
+    clients = [sqs_client(gateway.url, mint("manage")) for _ in range(2)]
+    go = threading.Barrier(2)
+    outcomes: list[str] = []
+
+    def start(client) -> None:
+        go.wait(10)
+        try:
+            client.start_message_move_task(SourceArn=arn(sqs, dlq), DestinationArn=arn(sqs, dlq.replace(
+                "parked", "parked-src")), MaxNumberOfMessagesPerSecond=1)
+            outcomes.append("started")
+        except Exception as e:  # noqa: BLE001 - the refusal is the outcome looked for
+            outcomes.append(code(e))
+
+    threads = [threading.Thread(target=start, args=(c,)) for c in clients]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sorted(outcomes) == ["AWS.SimpleQueueService.UnsupportedOperation", "started"]
+    assert len(sqs.list_message_move_tasks(SourceArn=arn(sqs, dlq), MaxResults=10)["Results"]) == 1
