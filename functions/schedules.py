@@ -143,5 +143,13 @@ AGENTS: tuple[Agent, ...] = (
         " resumable; writes finished exports and removes expired ones.",
         local_every_seconds=1,
     ),
+    Agent(
+        "sqs-move-tasks",
+        "functions.agents.sqs_move_tasks.handler",
+        60,
+        "SQS: moves the messages of running message move tasks (dead-letter redrives) at each task's"
+        " MaxNumberOfMessagesPerSecond, for up to 50 s a run, in batches of one transaction each.",
+        local_every_seconds=1,
+    ),
     # (each surface adds its agents above this line)
 )

@@ -47,10 +47,6 @@ def _unsupported(what: str) -> Action:
     return run
 
 
-def _cancel(call: Call) -> dict[str, Any]:
-    raise errors.resource_not_found("Task does not exist: Postbox's move tasks complete within their request.")
-
-
 ACTIONS: dict[str, tuple[tuple[str, ...], Action]] = {
     "CreateQueue": (("QueueName", "Attributes", "tags"), lambda c: queues.create(
         c.principal, c.base, c.params.get("QueueName"), c.params.get("Attributes") or {}, c.params.get("tags") or {})),
@@ -87,7 +83,7 @@ ACTIONS: dict[str, tuple[tuple[str, ...], Action]] = {
     "StartMessageMoveTask": (("SourceArn", "DestinationArn", "MaxNumberOfMessagesPerSecond"),
                              lambda c: moves.start(c.principal, c.params)),
     "ListMessageMoveTasks": (("SourceArn", "MaxResults"), lambda c: moves.list_tasks(c.principal, c.params)),
-    "CancelMessageMoveTask": (("TaskHandle",), _cancel),
+    "CancelMessageMoveTask": (("TaskHandle",), lambda c: moves.cancel(c.principal, c.params)),
     "AddPermission": (("QueueUrl", "Label", "AWSAccountIds", "Actions"), _unsupported("AddPermission")),
     "RemovePermission": (("QueueUrl", "Label"), _unsupported("RemovePermission")),
 }

@@ -182,7 +182,8 @@ class Outgoing:
     dedup: str | None
 
 
-def _integer(value: Any, parameter: str, least: int, most: int) -> int | None:
+def integer_parameter(value: Any, parameter: str, least: int, most: int) -> int | None:
+    """An optional integer parameter within [least, most], or SQS's InvalidParameterValue naming it."""
     if value is None:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or not least <= value <= most:
@@ -201,7 +202,7 @@ def outgoing(queue: SqsQueue, principal: Principal, entry: dict[str, Any]) -> Ou
     if size > limit:
         raise errors.invalid_parameter(f"One or more parameters are invalid. Reason: Message must be shorter than "
                                        f"{limit} bytes.")
-    delay = _integer(entry.get("DelaySeconds"), "DelaySeconds", 0, 900)
+    delay = integer_parameter(entry.get("DelaySeconds"), "DelaySeconds", 0, 900)
     group, dedup = entry.get("MessageGroupId"), entry.get("MessageDeduplicationId")
     sqs: dict[str, Any] = {"s": principal.key_id}
     if queue.fifo:
@@ -426,9 +427,9 @@ def receive(principal: Principal, name: str, request: dict[str, Any]) -> dict[st
     five minutes answers the same messages and receipt handles while none was touched since (the
     SQL decides; a standard queue ignores the id, as SQS does)."""
     tenancy.require(principal, "write")
-    qty = _integer(request.get("MaxNumberOfMessages"), "MaxNumberOfMessages", 1, MAX_RECEIVE) or 1
-    vt = _integer(request.get("VisibilityTimeout"), "VisibilityTimeout", 0, MAX_VISIBILITY)
-    wait = _integer(request.get("WaitTimeSeconds"), "WaitTimeSeconds", 0, MAX_WAIT_SECONDS)
+    qty = integer_parameter(request.get("MaxNumberOfMessages"), "MaxNumberOfMessages", 1, MAX_RECEIVE) or 1
+    vt = integer_parameter(request.get("VisibilityTimeout"), "VisibilityTimeout", 0, MAX_VISIBILITY)
+    wait = integer_parameter(request.get("WaitTimeSeconds"), "WaitTimeSeconds", 0, MAX_WAIT_SECONDS)
     attempt_id = request.get("ReceiveRequestAttemptId")
     if attempt_id is not None and (not isinstance(attempt_id, str) or not _GROUP.fullmatch(attempt_id)):
         raise errors.invalid_parameter("Value for parameter ReceiveRequestAttemptId is invalid.")
@@ -502,7 +503,7 @@ def _outcome(result: str, handle: str) -> errors.SqsError | None:
 def _visibility(value: Any) -> int:
     if value is None:
         raise errors.missing_parameter("VisibilityTimeout")
-    return _integer(value, "VisibilityTimeout", 0, MAX_VISIBILITY)  # type: ignore[return-value]
+    return integer_parameter(value, "VisibilityTimeout", 0, MAX_VISIBILITY)  # type: ignore[return-value]
 
 
 def change_visibility(principal: Principal, name: str, handle: Any, timeout: Any) -> dict[str, Any]:

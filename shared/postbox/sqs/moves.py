@@ -1,91 +1,98 @@
-"""Message move tasks: StartMessageMoveTask moves a dead-letter queue's visible messages back to
-the queues they were dead-lettered from (or all to one named queue), ListMessageMoveTasks reports
-them. A task runs within its request, in one transaction, so it is COMPLETED (or FAILED) by the
-time the caller lists it; MaxNumberOfMessagesPerSecond is recorded, not applied."""
+"""Message move tasks as SQS's three actions. StartMessageMoveTask counts a dead-letter queue's
+visible messages, moves a first batch of them (back to the queues they were dead-lettered from, or
+all to DestinationArn) and answers the task's handle; the move agent (`mover`) moves the rest at
+MaxNumberOfMessagesPerSecond. ListMessageMoveTasks reports tasks, CancelMessageMoveTask stops one.
+The rules and the moving are SQL functions (sqs_moves.sql); here the parameters are checked and
+the domain's refusals answered as SQS answers them."""
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from .. import db, tenancy
+from ..errors import Conflict, Invalid, NotFound
 from ..tenancy import Principal
 from . import errors, identity
-from .queues import find
+from .messages import integer_parameter
 
-_MOVE = """
-WITH moved AS (
-    DELETE FROM queue_messages m
-    WHERE m.queue_id = %(src)s AND m.vt <= clock_timestamp() AND coalesce(%(dest)s, m.dead_from) IS NOT NULL
-    RETURNING m.*
-)
-INSERT INTO queue_messages (queue_id, vt, enqueued_at, message, headers, size)
-SELECT coalesce(%(dest)s, d.id), clock_timestamp(), x.enqueued_at, x.message, x.headers, x.size
-FROM moved x LEFT JOIN queues d ON d.id = x.dead_from
-WHERE coalesce(%(dest)s, d.id) IS NOT NULL
-"""
+MAX_RATE = 500  # SQS's limit of MaxNumberOfMessagesPerSecond, and the rate of a task started without one
+BATCH = 100  # the most messages one batch (one transaction) moves
+T = TypeVar("T")
+
+
+def _answered(run: Callable[[], T], not_found: Callable[[], errors.SqsError]) -> T:
+    """The move functions' refusals as SQS's errors."""
+    try:
+        with db.domain_errors():
+            return run()
+    except NotFound:
+        raise not_found() from None
+    except Invalid as e:
+        raise errors.invalid_parameter(e.message) from None
+    except Conflict as e:
+        raise errors.unsupported(e.message) from None
+
+
+def _source(principal: Principal, request: dict[str, Any]) -> tuple[str, str]:
+    source_arn = request.get("SourceArn")
+    if source_arn is None:
+        raise errors.missing_parameter("SourceArn")
+    return source_arn, identity.name_from_arn(principal.tenant_id, source_arn, "SourceArn")
 
 
 def start(principal: Principal, request: dict[str, Any]) -> dict[str, Any]:
     tenancy.require(principal, "manage")
-    source_arn = request.get("SourceArn")
-    if source_arn is None:
-        raise errors.missing_parameter("SourceArn")
-    source_name = identity.name_from_arn(principal.tenant_id, source_arn, "SourceArn")
+    source_arn, source = _source(principal, request)
     destination_arn = request.get("DestinationArn")
-    rate = request.get("MaxNumberOfMessagesPerSecond")
-    if rate is not None and (not isinstance(rate, int) or isinstance(rate, bool) or not 1 <= rate <= 500):
-        raise errors.invalid_parameter("MaxNumberOfMessagesPerSecond must be an integer from 1 to 500.")
-    with db.transaction() as conn:
-        source = find(conn, principal, source_name, lock=True)
-        if not conn.execute("SELECT EXISTS (SELECT 1 FROM queues WHERE dead_letter_queue_id = %s)",
-                            (source.id,)).fetchone()[0]:
-            raise errors.invalid_parameter("Source queue must be configured as a Dead Letter Queue.")
-        dest_id = None
-        if destination_arn is not None:
-            dest_id = find(conn, principal, identity.name_from_arn(
-                principal.tenant_id, destination_arn, "DestinationArn")).id
-        if conn.execute("SELECT EXISTS (SELECT 1 FROM sqs_move_tasks WHERE source_id = %s AND status = 'RUNNING')",
-                        (source.id,)).fetchone()[0]:
-            raise errors.unsupported("There is already a task running. Only one active task is allowed for a source "
-                                     "queue arn at a given time.")
-        to_move = conn.execute("SELECT count(*) FROM queue_messages WHERE queue_id = %s", (source.id,)).fetchone()[0]
-        moved = conn.execute(_MOVE, {"src": source.id, "dest": dest_id}).rowcount
-        row = conn.execute(
-            "INSERT INTO sqs_move_tasks (tenant_id, source_id, destination_id, source_arn, destination_arn, status,"
-            " moved, to_move, max_per_second) VALUES (%s, %s, %s, %s, %s, 'COMPLETED', %s, %s, %s)"
-            " RETURNING task_handle",
-            (principal.tenant_id, source.id, dest_id, source_arn, destination_arn, moved, to_move, rate),
-        ).fetchone()
-    return {"TaskHandle": str(row[0])}
+    destination = None
+    if destination_arn is not None:
+        destination = identity.name_from_arn(principal.tenant_id, destination_arn, "DestinationArn")
+    rate = integer_parameter(request.get("MaxNumberOfMessagesPerSecond"), "MaxNumberOfMessagesPerSecond", 1,
+                             MAX_RATE)
+    args = (principal.tenant_id, tenancy.project_id(principal), source, source_arn, destination, destination_arn,
+            rate, min(rate or MAX_RATE, BATCH))
+
+    def run() -> str:
+        with db.connection() as conn:
+            return conn.execute("SELECT sqs_move_start(%s, %s, %s, %s, %s, %s, %s, %s)", args).fetchone()[0]
+
+    return {"TaskHandle": str(_answered(run, errors.no_queue))}
 
 
 def list_tasks(principal: Principal, request: dict[str, Any]) -> dict[str, Any]:
     tenancy.require(principal, "read")
-    source_arn = request.get("SourceArn")
-    if source_arn is None:
-        raise errors.missing_parameter("SourceArn")
-    limit = request.get("MaxResults", 1)
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= 10:
-        raise errors.invalid_parameter("MaxResults must be an integer from 1 to 10.")
-    name = identity.name_from_arn(principal.tenant_id, source_arn, "SourceArn")
-    with db.transaction() as conn:
-        source = find(conn, principal, name)
-        rows = conn.execute(
-            "SELECT task_handle, status, source_arn, destination_arn, max_per_second, moved, to_move,"
-            " failure_reason, (extract(epoch FROM started_at) * 1000)::bigint FROM sqs_move_tasks"
-            " WHERE source_id = %s ORDER BY started_at DESC LIMIT %s", (source.id, limit),
-        ).fetchall()
-    results = []
-    for handle, status, src, dest, rate, moved, to_move, reason, started in rows:
-        item: dict[str, Any] = {"Status": status, "SourceArn": src, "ApproximateNumberOfMessagesMoved": moved,
-                                "ApproximateNumberOfMessagesToMove": to_move, "StartedTimestamp": started}
-        if status == "RUNNING":
-            item["TaskHandle"] = str(handle)
-        if dest:
-            item["DestinationArn"] = dest
-        if rate:
-            item["MaxNumberOfMessagesPerSecond"] = rate
-        if reason:
-            item["FailureReason"] = reason
-        results.append(item)
-    return {"Results": results}
+    _, source = _source(principal, request)
+    limit = integer_parameter(request.get("MaxResults"), "MaxResults", 1, 10) or 1
+    args = (principal.tenant_id, tenancy.project_id(principal), source, limit)
+
+    def run() -> list[dict[str, Any]]:
+        with db.connection() as conn:
+            return conn.execute("SELECT sqs_move_list(%s, %s, %s, %s)", args).fetchone()[0]
+
+    return {"Results": _answered(run, errors.no_queue)}
+
+
+def cancel(principal: Principal, request: dict[str, Any]) -> dict[str, Any]:
+    tenancy.require(principal, "manage")
+    handle = request.get("TaskHandle")
+    if handle is None:
+        raise errors.missing_parameter("TaskHandle")
+    if not isinstance(handle, str):
+        raise errors.invalid_parameter("Value for parameter TaskHandle is invalid. Reason: it must be a string.")
+    try:
+        task = uuid.UUID(handle)
+    except ValueError:
+        raise _no_task() from None
+    args = (principal.tenant_id, tenancy.project_id(principal), task)
+
+    def run() -> int:
+        with db.connection() as conn:
+            return conn.execute("SELECT sqs_move_cancel(%s, %s, %s)", args).fetchone()[0]
+
+    return {"ApproximateNumberOfMessagesMoved": _answered(run, _no_task)}
+
+
+def _no_task() -> errors.SqsError:
+    return errors.resource_not_found("Task does not exist, or it is not running.")
