@@ -463,7 +463,7 @@ def delete(principal: Principal, name: str, handle: Any) -> dict[str, Any]:
 
 def _delete(principal: Principal, name: str, ids: list[int]) -> list[int]:
     with db.connection() as conn, db.domain_errors():
-        return conn.execute("SELECT sqs_delete(%s, %s, %s, %s::bigint[])",
+        return conn.execute("SELECT queue_delete(%s, %s, %s, %s::bigint[])",
                             (principal.tenant_id, tenancy.project_id(principal), name,
                              engine.int_array(ids))).fetchone()[0]
 

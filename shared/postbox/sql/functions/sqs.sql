@@ -1,7 +1,7 @@
 -- The SQS face's hot paths, one round trip each, on the message engine (queues.sql): a send,
 -- a receive (standard queues through queue_claim; FIFO queues through sqs_fifo_claim, or
--- sqs_fifo_attempt when the receive names a ReceiveRequestAttemptId), a delete
--- and a change of visibility by receipt. Errors a caller may hit are PB-class SQLSTATEs.
+-- sqs_fifo_attempt when the receive names a ReceiveRequestAttemptId) and a change of visibility
+-- by receipt; a delete is the queues API's own (queue_delete). Errors a caller may hit are PB-class SQLSTATEs.
 
 -- Send: entries with a deduplication id (FIFO) that was seen in the last five minutes are not sent
 -- again; each answers the id of the message its first sending made (`duplicate` true).
@@ -216,19 +216,9 @@ BEGIN
     RETURN v_answer;
 END $$;
 
--- Delete by receipt: the ids that were waiting (a message already gone is no error, as in SQS).
-CREATE OR REPLACE FUNCTION sqs_delete(p_tenant uuid, p_project uuid, p_name text, p_ids bigint[])
-RETURNS bigint[] LANGUAGE plpgsql AS $$
-DECLARE v_ids bigint[];
-BEGIN
-    WITH gone AS (
-        DELETE FROM queue_messages
-        WHERE queue_id = (queue_find(p_tenant, p_project, p_name)).id AND msg_id = ANY (p_ids)
-        RETURNING msg_id
-    )
-    SELECT coalesce(array_agg(msg_id), '{}') INTO v_ids FROM gone;
-    RETURN v_ids;
-END $$;
+-- Delete by receipt is the queues API's delete (queue_delete, queues.sql): a message already gone
+-- is no error, as in SQS.
+DROP FUNCTION IF EXISTS sqs_delete(uuid, uuid, text, bigint[]);
 
 -- Change visibility by receipt: for each (id, read count) the outcome: 'ok', 'gone' (no such
 -- message waiting), 'stale' (received again since that receipt) or 'not_in_flight' (visible now).
