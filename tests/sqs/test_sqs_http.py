@@ -202,7 +202,7 @@ def test_change_visibility_batch(sqs):
     ([{"Id": "same", "MessageBody": "x"}, {"Id": "same", "MessageBody": "y"}],
      "AWS.SimpleQueueService.BatchEntryIdsNotDistinct"),
     ([{"Id": "bad id!", "MessageBody": "x"}], "AWS.SimpleQueueService.InvalidBatchEntryId"),
-    ([{"Id": str(i), "MessageBody": "x" * 60_000} for i in range(5)], "AWS.SimpleQueueService.BatchRequestTooLong"),
+    ([{"Id": str(i), "MessageBody": "x" * 220_000} for i in range(5)], "AWS.SimpleQueueService.BatchRequestTooLong"),
 ])
 def test_batch_request_errors(sqs, entries, expected):
     url = sqs.create_queue(QueueName="batch-errors")["QueueUrl"]
@@ -214,10 +214,14 @@ def test_sizes_attribute_counts_and_contents(sqs):
     sqs.send_message(QueueUrl=url, MessageBody="x" * 1024)
     assert code(error_of(sqs.send_message, QueueUrl=url, MessageBody="x" * 1025)) == "InvalidParameterValue"
     big = sqs.create_queue(QueueName="limits-big")["QueueUrl"]
-    sqs.send_message(QueueUrl=big, MessageBody="y" * 262_144)
+    assert sqs.get_queue_attributes(QueueUrl=big, AttributeNames=["MaximumMessageSize"])["Attributes"] == {
+        "MaximumMessageSize": "1048576"}  # SQS's default and most since August 2025 (it was 262144)
+    sqs.send_message(QueueUrl=big, MessageBody="y" * 600_000)  # within the pro plan's 1 MiB as stored
     (m,) = received(sqs, big)
-    assert len(m["Body"]) == 262_144
-    assert code(error_of(sqs.send_message, QueueUrl=big, MessageBody="y" * 262_145)) == "InvalidParameterValue"
+    assert len(m["Body"]) == 600_000
+    assert code(error_of(sqs.send_message, QueueUrl=big, MessageBody="y" * 1_048_577)) == "InvalidParameterValue"
+    assert code(error_of(sqs.set_queue_attributes, QueueUrl=big, Attributes={"MaximumMessageSize": "1048577"})) == \
+        "InvalidAttributeValue"
     eleven = {f"a{i}": {"DataType": "String", "StringValue": "v"} for i in range(11)}
     assert code(error_of(sqs.send_message, QueueUrl=big, MessageBody="x", MessageAttributes=eleven)) == \
         "InvalidParameterValue"
