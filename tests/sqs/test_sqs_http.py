@@ -203,10 +203,20 @@ def test_change_visibility_batch(sqs):
      "AWS.SimpleQueueService.BatchEntryIdsNotDistinct"),
     ([{"Id": "bad id!", "MessageBody": "x"}], "AWS.SimpleQueueService.InvalidBatchEntryId"),
     ([{"Id": str(i), "MessageBody": "x" * 220_000} for i in range(5)], "AWS.SimpleQueueService.BatchRequestTooLong"),
+    # one entry too long alone makes the batch too long: refused whole, as SQS does (not a failed entry)
+    ([{"Id": "one", "MessageBody": "x" * 1_048_577}], "AWS.SimpleQueueService.BatchRequestTooLong"),
 ])
 def test_batch_request_errors(sqs, entries, expected):
     url = sqs.create_queue(QueueName="batch-errors")["QueueUrl"]
     assert code(error_of(sqs.send_message_batch, QueueUrl=url, Entries=entries)) == expected
+
+
+def test_a_batch_entry_over_the_queues_message_size_fails_alone(sqs):
+    url = sqs.create_queue(QueueName="small-batch", Attributes={"MaximumMessageSize": "1024"})["QueueUrl"]
+    sent = sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "fits", "MessageBody": "x" * 1024},
+                                                          {"Id": "long", "MessageBody": "x" * 1025}])
+    assert [e["Id"] for e in sent["Successful"]] == ["fits"]
+    assert [(e["Id"], e["Code"], e["SenderFault"]) for e in sent["Failed"]] == [("long", "InvalidParameterValue", True)]
 
 
 def test_sizes_attribute_counts_and_contents(sqs):

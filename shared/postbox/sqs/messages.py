@@ -197,10 +197,6 @@ def outgoing(queue: SqsQueue, principal: Principal, entry: dict[str, Any]) -> Ou
     attrs, attrs_size = check_attributes(entry.get("MessageAttributes"))
     system, _ = check_attributes(entry.get("MessageSystemAttributes"), system=True)
     size = len(body.encode("utf-8", "surrogatepass")) + attrs_size
-    limit = int(_attribute(queue, "MaximumMessageSize"))
-    if size > limit:
-        raise errors.invalid_parameter(f"One or more parameters are invalid. Reason: Message must be shorter than "
-                                       f"{limit} bytes.")
     delay = _integer(entry.get("DelaySeconds"), "DelaySeconds", 0, 900)
     group, dedup = entry.get("MessageGroupId"), entry.get("MessageDeduplicationId")
     sqs: dict[str, Any] = {"s": principal.key_id}
@@ -236,6 +232,15 @@ def outgoing(queue: SqsQueue, principal: Principal, entry: dict[str, Any]) -> Ou
         sqs["t"] = system["AWSTraceHeader"]["StringValue"]
     queue_delay = int(_attribute(queue, "DelaySeconds"))
     return Outgoing(body, attrs, system, float(queue_delay if delay is None else delay), {"sqs": sqs}, size, key)
+
+
+def within_size(queue: SqsQueue, m: Outgoing) -> Outgoing:
+    """The message, when it fits the queue's MaximumMessageSize (a batch's total is checked first)."""
+    limit = int(_attribute(queue, "MaximumMessageSize"))
+    if m.size > limit:
+        raise errors.invalid_parameter(f"One or more parameters are invalid. Reason: Message must be shorter than "
+                                       f"{limit} bytes.")
+    return m
 
 
 def message_id(msg_id: int) -> str:
@@ -286,7 +291,7 @@ def _sent(m: Outgoing, msg_id: int, fifo: bool) -> dict[str, Any]:
 def send(principal: Principal, name: str, request: dict[str, Any]) -> dict[str, Any]:
     tenancy.require(principal, "write")
     queue = meta(principal, name)
-    m = outgoing(queue, principal, request)
+    m = within_size(queue, outgoing(queue, principal, request))
     ((msg_id, _),) = _in_sqs_terms(lambda: _send(principal, queue, name, [m]))
     return _sent(m, msg_id, queue.fifo)
 
@@ -316,20 +321,27 @@ def _failure(entry_id: str, error: errors.SqsError) -> dict[str, Any]:
 
 
 def send_batch(principal: Principal, name: str, entries: Any) -> dict[str, Any]:
-    """Every good entry is sent (one SQL call); each bad one is a failure of its own, as SQS answers."""
+    """Every good entry is sent (one SQL call); each bad one is a failure of its own, as SQS answers.
+    A batch longer than SQS allows is refused whole, counting every entry, even one too long alone."""
     tenancy.require(principal, "write")
     entries = check_entries(entries, "SendMessageBatchRequestEntry")
     queue = meta(principal, name)
-    good: list[tuple[str, Outgoing]] = []
+    built: list[tuple[str, Outgoing]] = []
     failed = []
     for entry in entries:
         try:
-            good.append((entry["Id"], outgoing(queue, principal, entry)))
+            built.append((entry["Id"], outgoing(queue, principal, entry)))
         except errors.SqsError as error:
             failed.append(_failure(entry["Id"], error))
-    total = sum(m.size for _, m in good)
+    total = sum(m.size for _, m in built)
     if total > attributes.NUMBERS["MaximumMessageSize"][1]:
         raise errors.batch_too_long(total, attributes.NUMBERS["MaximumMessageSize"][1])
+    good: list[tuple[str, Outgoing]] = []
+    for entry_id, m in built:
+        try:
+            good.append((entry_id, within_size(queue, m)))
+        except errors.SqsError as error:
+            failed.append(_failure(entry_id, error))
     done = []
     if good:
         ids = _in_sqs_terms(lambda: _send(principal, queue, name, [m for _, m in good]))
