@@ -201,7 +201,7 @@ def outgoing(queue: SqsQueue, principal: Principal, entry: dict[str, Any]) -> Ou
     group, dedup = entry.get("MessageGroupId"), entry.get("MessageDeduplicationId")
     sqs: dict[str, Any] = {"s": principal.key_id}
     if queue.fifo:
-        if delay is not None:
+        if delay:  # 0 is taken and changes nothing (SQS's answer): the queue's delay applies
             raise errors.invalid_parameter(f"Value {delay} for parameter DelaySeconds is invalid. Reason: The request "
                                            "include parameter that is not valid for this queue type.")
         if group is None:
@@ -231,7 +231,9 @@ def outgoing(queue: SqsQueue, principal: Principal, entry: dict[str, Any]) -> Ou
     if system:
         sqs["t"] = system["AWSTraceHeader"]["StringValue"]
     queue_delay = int(_attribute(queue, "DelaySeconds"))
-    return Outgoing(body, attrs, system, float(queue_delay if delay is None else delay), {"sqs": sqs}, size, key)
+    if delay is None or queue.fifo:
+        delay = queue_delay
+    return Outgoing(body, attrs, system, float(delay), {"sqs": sqs}, size, key)
 
 
 def within_size(queue: SqsQueue, m: Outgoing) -> Outgoing:
