@@ -49,8 +49,10 @@ def test_names_postbox_cannot_keep_are_refused_with_the_reason(sqs):
     for name in ("MyQueue", "9lives", "a" * 49):
         e = error_of(sqs.create_queue, QueueName=name)
         assert code(e) == "InvalidParameterValue" and "Postbox cannot keep" in e.response["Error"]["Message"]
-    for name in ("has space", "dot.ted", "a" * 81, ""):
-        assert code(error_of(sqs.create_queue, QueueName=name)) in ("InvalidParameterValue", "MissingParameter")
+    for name in ("has space", "dot.ted", "a" * 81, "", ".fifo"):
+        e = error_of(sqs.create_queue, QueueName=name)
+        assert code(e) == "InvalidParameterValue", name
+        assert e.response["Error"]["Message"].startswith("Can only include alphanumeric characters"), name
     e = error_of(sqs.create_queue, QueueName="plain", Attributes={"FifoQueue": "true"})
     assert code(e) == "InvalidParameterValue"
 
