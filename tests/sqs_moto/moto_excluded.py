@@ -83,11 +83,6 @@ EXCLUDED: dict[str, list[str]] = {
         "test_sqs.py::test_change_message_visibility_on_old_message",
         "test_sqs.py::test_batch_change_message_visibility_on_old_message",
     ],
-    "a bad SendMessageBatch entry on a FIFO queue (no group, no deduplication id): documented as failing "
-    "alone, where moto refuses the whole request": [
-        "test_sqs.py::test_send_messages_to_fifo_without_message_group_id",
-        "test_sqs.py::test_fifo_dedupe_error_no_message_dedupe_id_batch",
-    ],
     "PurgeQueue is not limited to one per 60 seconds on Postbox (documented)": [
         "test_sqs.py::test_purge_queue_twice_raises_purge_in_progress",
     ],

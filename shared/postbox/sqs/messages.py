@@ -191,6 +191,16 @@ def _integer(value: Any, parameter: str, least: int, most: int) -> int | None:
     return value
 
 
+def fifo_ids_given(queue: SqsQueue, entry: dict[str, Any]) -> None:
+    """A FIFO message names its group, and its deduplication id unless the queue derives it from the
+    body. SQS refuses a whole batch over an entry that does not (not that entry alone)."""
+    if entry.get("MessageGroupId") is None:
+        raise errors.missing_parameter("MessageGroupId")
+    if entry.get("MessageDeduplicationId") is None and _attribute(queue, "ContentBasedDeduplication") != "true":
+        raise errors.invalid_parameter("The queue should either have ContentBasedDeduplication enabled or "
+                                       "MessageDeduplicationId provided explicitly")
+
+
 def outgoing(queue: SqsQueue, principal: Principal, entry: dict[str, Any]) -> Outgoing:
     """One message to send, held to SQS's rules for its queue (FIFO or standard)."""
     body = check_body(entry.get("MessageBody"))
@@ -204,12 +214,8 @@ def outgoing(queue: SqsQueue, principal: Principal, entry: dict[str, Any]) -> Ou
         if delay:  # 0 is taken and changes nothing (SQS's answer): the queue's delay applies
             raise errors.invalid_parameter(f"Value {delay} for parameter DelaySeconds is invalid. Reason: The request "
                                            "include parameter that is not valid for this queue type.")
-        if group is None:
-            raise errors.missing_parameter("MessageGroupId")
+        fifo_ids_given(queue, entry)
         if dedup is None:
-            if _attribute(queue, "ContentBasedDeduplication") != "true":
-                raise errors.invalid_parameter("The queue should either have ContentBasedDeduplication enabled or "
-                                               "MessageDeduplicationId provided explicitly")
             dedup = hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
         for value, parameter in ((group, "MessageGroupId"), (dedup, "MessageDeduplicationId")):
             if not isinstance(value, str) or not _GROUP.fullmatch(value):
@@ -324,10 +330,13 @@ def _failure(entry_id: str, error: errors.SqsError) -> dict[str, Any]:
 
 def send_batch(principal: Principal, name: str, entries: Any) -> dict[str, Any]:
     """Every good entry is sent (one SQL call); each bad one is a failure of its own, as SQS answers.
-    A batch longer than SQS allows is refused whole, counting every entry, even one too long alone."""
+    A batch longer than SQS allows is refused whole, counting every entry, even one too long alone, and
+    so is a FIFO batch with an entry that names no group (or no deduplication id where one is needed)."""
     tenancy.require(principal, "write")
     entries = check_entries(entries, "SendMessageBatchRequestEntry")
     queue = meta(principal, name)
+    for entry in entries if queue.fifo else ():
+        fifo_ids_given(queue, entry)
     built: list[tuple[str, Outgoing]] = []
     failed = []
     for entry in entries:
