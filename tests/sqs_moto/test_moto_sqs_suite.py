@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -47,6 +48,8 @@ def moto_tests() -> Path:
     prefix = f"moto-{MOTO_VERSION}/"
     wanted = (prefix + "tests/__init__.py", prefix + "tests/test_sqs/")
     partial = SUITE.with_name(SUITE.name + ".partial")
+    for stale in (partial, SUITE):  # what an interrupted extraction left
+        shutil.rmtree(stale, ignore_errors=True)
     with tarfile.open(sdist) as archive:
         members = [m for m in archive.getmembers() if m.isfile() and m.name.startswith(wanted)]
         for member in members:
