@@ -68,6 +68,11 @@ def test_only_the_attributes_asked_for_are_answered(sqs):
     assert "MessageAttributes" not in m and "Attributes" not in m
     (m,) = received(sqs, url, MessageAttributeNames=["size"], VisibilityTimeout=0)
     assert set(m["MessageAttributes"]) == {"size"}
+    # SQS's prefix is what comes before `.*`, the dot not included; `*` alone asks for all
+    (m,) = received(sqs, url, MessageAttributeNames=["col.*", "si.*"], VisibilityTimeout=0)
+    assert set(m["MessageAttributes"]) == {"color.red", "color.blue", "size"}
+    (m,) = received(sqs, url, MessageAttributeNames=["*"], VisibilityTimeout=0)
+    assert set(m["MessageAttributes"]) == {"color.red", "color.blue", "size"}
 
 
 def test_receive_count_first_receive_and_visibility(sqs):

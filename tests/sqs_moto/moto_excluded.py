@@ -86,10 +86,6 @@ EXCLUDED: dict[str, list[str]] = {
     "PurgeQueue is not limited to one per 60 seconds on Postbox (documented)": [
         "test_sqs.py::test_purge_queue_twice_raises_purge_in_progress",
     ],
-    "MessageAttributeNames `Custom.*`: moto reads the prefix `Custom`, Postbox `Custom.` (documented; "
-    "the test is not verified against AWS)": [
-        "test_sqs_message_attributes.py::test_message_attributes_with_wildcards",
-    ],
 }
 
 

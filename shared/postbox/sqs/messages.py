@@ -408,11 +408,13 @@ def _wanted_system(request: dict[str, Any]) -> set[str]:
 
 
 def _wanted_attributes(request: dict[str, Any]) -> Callable[[str], bool]:
+    """`All`, `.*` and `*` ask for every attribute; `Foo.*` for those whose names start with `Foo`
+    (`Foo1`, `Foo.bar`: SQS's prefix stops before the `.*`); other names, for themselves."""
     asked = _names(request.get("MessageAttributeNames"), "MessageAttributeNames")
-    if "All" in asked or ".*" in asked:
+    if "All" in asked or ".*" in asked or "*" in asked:
         return lambda name: True
     exact = {a for a in asked if not a.endswith(".*")}
-    prefixes = tuple(a[:-1] for a in asked if a.endswith(".*"))
+    prefixes = tuple(a[:-2] for a in asked if a.endswith(".*"))
     return lambda name: name in exact or (bool(prefixes) and name.startswith(prefixes))
 
 
