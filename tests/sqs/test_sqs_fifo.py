@@ -92,6 +92,38 @@ def test_fifo_parameter_rules(sqs):
                          Attributes={"ContentBasedDeduplication": "true"})) == "InvalidAttributeName"
 
 
+def test_a_fifo_batch_with_an_entry_naming_no_group_or_no_deduplication_id_is_refused_whole(sqs):
+    url = fifo(sqs, "whole.fifo")
+    good = {"Id": "good", "MessageBody": "a", "MessageGroupId": "g", "MessageDeduplicationId": "a"}
+    e = error_of(sqs.send_message_batch, QueueUrl=url, Entries=[good, {"Id": "nogroup", "MessageBody": "b",
+                                                                        "MessageDeduplicationId": "b"}])
+    assert code(e) == "MissingParameter" and e.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    e = error_of(sqs.send_message_batch, QueueUrl=url, Entries=[good, {"Id": "nodedup", "MessageBody": "b",
+                                                                        "MessageGroupId": "g"}])
+    assert code(e) == "InvalidParameterValue" and "ContentBasedDeduplication" in e.response["Error"]["Message"]
+    got = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+    assert got["Attributes"]["ApproximateNumberOfMessages"] == "0"  # the good entries were not sent either
+    bad_group = sqs.send_message_batch(QueueUrl=url, Entries=[good, {**good, "Id": "spaced", "MessageGroupId": "a b"}])
+    assert [e["Id"] for e in bad_group["Successful"]] == ["good"]  # a malformed group still fails alone
+    assert [e["Id"] for e in bad_group["Failed"]] == ["spaced"]
+
+
+def test_a_fifo_send_takes_delay_seconds_zero_and_keeps_the_queues_delay(sqs):
+    """SQS refuses a per-message delay on a FIFO queue but takes DelaySeconds 0 (which SDKs and
+    frameworks send by default), and the queue's own DelaySeconds still applies."""
+    url = fifo(sqs, "zero.fifo", DelaySeconds="2")
+    sqs.send_message(QueueUrl=url, MessageBody="a", MessageGroupId="g", MessageDeduplicationId="a", DelaySeconds=0)
+    sent = sqs.send_message_batch(QueueUrl=url, Entries=[
+        {"Id": "b", "MessageBody": "b", "MessageGroupId": "g", "MessageDeduplicationId": "b", "DelaySeconds": 0}])
+    assert [e["Id"] for e in sent["Successful"]] == ["b"] and not sent.get("Failed")
+    got = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesDelayed"])
+    assert got["Attributes"]["ApproximateNumberOfMessagesDelayed"] == "2"
+    assert "Messages" not in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)
+    time.sleep(2.5)
+    received = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=2)["Messages"]
+    assert [m["Body"] for m in received] == ["a", "b"]
+
+
 def test_two_concurrent_consumers_keep_each_groups_order_and_count_every_message(sqs, client_for):
     url = fifo(sqs, "orders.fifo", ContentBasedDeduplication="true")
     groups, per_group = 6, 25

@@ -49,6 +49,11 @@ def test_only_the_attributes_asked_for_are_answered(sqs):
     assert "MessageAttributes" not in m and "Attributes" not in m
     (m,) = received(sqs, url, MessageAttributeNames=["size"], VisibilityTimeout=0)
     assert set(m["MessageAttributes"]) == {"size"}
+    # SQS's prefix is what comes before `.*`, the dot not included; `*` alone asks for all
+    (m,) = received(sqs, url, MessageAttributeNames=["col.*", "si.*"], VisibilityTimeout=0)
+    assert set(m["MessageAttributes"]) == {"color.red", "color.blue", "size"}
+    (m,) = received(sqs, url, MessageAttributeNames=["*"], VisibilityTimeout=0)
+    assert set(m["MessageAttributes"]) == {"color.red", "color.blue", "size"}
 
 
 def test_receive_count_first_receive_and_visibility(sqs):
@@ -183,11 +188,21 @@ def test_change_visibility_batch(sqs):
     ([{"Id": "same", "MessageBody": "x"}, {"Id": "same", "MessageBody": "y"}],
      "AWS.SimpleQueueService.BatchEntryIdsNotDistinct"),
     ([{"Id": "bad id!", "MessageBody": "x"}], "AWS.SimpleQueueService.InvalidBatchEntryId"),
-    ([{"Id": str(i), "MessageBody": "x" * 60_000} for i in range(5)], "AWS.SimpleQueueService.BatchRequestTooLong"),
+    ([{"Id": str(i), "MessageBody": "x" * 220_000} for i in range(5)], "AWS.SimpleQueueService.BatchRequestTooLong"),
+    # one entry too long alone makes the batch too long: refused whole, as SQS does (not a failed entry)
+    ([{"Id": "one", "MessageBody": "x" * 1_048_577}], "AWS.SimpleQueueService.BatchRequestTooLong"),
 ])
 def test_batch_request_errors(sqs, entries, expected):
     url = sqs.create_queue(QueueName="batch-errors")["QueueUrl"]
     assert code(error_of(sqs.send_message_batch, QueueUrl=url, Entries=entries)) == expected
+
+
+def test_a_batch_entry_over_the_queues_message_size_fails_alone(sqs):
+    url = sqs.create_queue(QueueName="small-batch", Attributes={"MaximumMessageSize": "1024"})["QueueUrl"]
+    sent = sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": "fits", "MessageBody": "x" * 1024},
+                                                          {"Id": "long", "MessageBody": "x" * 1025}])
+    assert [e["Id"] for e in sent["Successful"]] == ["fits"]
+    assert [(e["Id"], e["Code"], e["SenderFault"]) for e in sent["Failed"]] == [("long", "InvalidParameterValue", True)]
 
 
 def test_sizes_attribute_counts_and_contents(sqs):
@@ -195,10 +210,14 @@ def test_sizes_attribute_counts_and_contents(sqs):
     sqs.send_message(QueueUrl=url, MessageBody="x" * 1024)
     assert code(error_of(sqs.send_message, QueueUrl=url, MessageBody="x" * 1025)) == "InvalidParameterValue"
     big = sqs.create_queue(QueueName="limits-big")["QueueUrl"]
-    sqs.send_message(QueueUrl=big, MessageBody="y" * 262_144)
+    assert sqs.get_queue_attributes(QueueUrl=big, AttributeNames=["MaximumMessageSize"])["Attributes"] == {
+        "MaximumMessageSize": "1048576"}  # SQS's default and most since August 2025 (it was 262144)
+    sqs.send_message(QueueUrl=big, MessageBody="y" * 600_000)  # within the pro plan's 1 MiB as stored
     (m,) = received(sqs, big)
-    assert len(m["Body"]) == 262_144
-    assert code(error_of(sqs.send_message, QueueUrl=big, MessageBody="y" * 262_145)) == "InvalidParameterValue"
+    assert len(m["Body"]) == 600_000
+    assert code(error_of(sqs.send_message, QueueUrl=big, MessageBody="y" * 1_048_577)) == "InvalidParameterValue"
+    assert code(error_of(sqs.set_queue_attributes, QueueUrl=big, Attributes={"MaximumMessageSize": "1048577"})) == \
+        "InvalidAttributeValue"
     eleven = {f"a{i}": {"DataType": "String", "StringValue": "v"} for i in range(11)}
     assert code(error_of(sqs.send_message, QueueUrl=big, MessageBody="x", MessageAttributes=eleven)) == \
         "InvalidParameterValue"

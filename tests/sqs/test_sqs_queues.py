@@ -35,12 +35,24 @@ def test_a_missing_queue_answers_as_sqs_does(sqs):
         sqs.send_message(QueueUrl=f"{sqs.gateway_url}/sqs/000000000000/nope", MessageBody="x")
 
 
+def test_a_bare_queue_name_is_taken_as_the_queue_url(sqs):
+    """SQS takes a queue's name where a QueueUrl is asked (moto's AWS-verified test sends one)."""
+    sqs.create_queue(QueueName="by-name")
+    sqs.send_message(QueueUrl="by-name", MessageBody="x")
+    got = sqs.get_queue_attributes(QueueUrl="by-name", AttributeNames=["ApproximateNumberOfMessages"])
+    assert got["Attributes"] == {"ApproximateNumberOfMessages": "1"}
+    assert code(error_of(sqs.send_message, QueueUrl="nope", MessageBody="x")) == \
+        "AWS.SimpleQueueService.NonExistentQueue"
+
+
 def test_names_postbox_cannot_keep_are_refused_with_the_reason(sqs):
     for name in ("MyQueue", "9lives", "a" * 49):
         e = error_of(sqs.create_queue, QueueName=name)
         assert code(e) == "InvalidParameterValue" and "Postbox cannot keep" in e.response["Error"]["Message"]
-    for name in ("has space", "dot.ted", "a" * 81, ""):
-        assert code(error_of(sqs.create_queue, QueueName=name)) in ("InvalidParameterValue", "MissingParameter")
+    for name in ("has space", "dot.ted", "a" * 81, "", ".fifo"):
+        e = error_of(sqs.create_queue, QueueName=name)
+        assert code(e) == "InvalidParameterValue", name
+        assert e.response["Error"]["Message"].startswith("Can only include alphanumeric characters"), name
     e = error_of(sqs.create_queue, QueueName="plain", Attributes={"FifoQueue": "true"})
     assert code(e) == "InvalidParameterValue"
 

@@ -12,7 +12,7 @@ from . import errors
 # name: (least, most, default) of the numeric attributes SQS keeps beside the queue
 NUMBERS: dict[str, tuple[int, int, int]] = {
     "DelaySeconds": (0, 900, 0),
-    "MaximumMessageSize": (1024, 262_144, 262_144),
+    "MaximumMessageSize": (1024, 1_048_576, 1_048_576),  # SQS's 1 MiB since August 2025
     "MessageRetentionPeriod": (60, 1_209_600, 345_600),
     "ReceiveMessageWaitTimeSeconds": (0, 20, 0),
     "KmsDataKeyReusePeriodSeconds": (60, 86_400, 300),

@@ -30,9 +30,12 @@ def queue_arn(tenant_id: str, name: str) -> str:
 
 def name_from_url(tenant_id: str, url: object) -> str:
     """The queue a QueueUrl names; another account's URL (another tenant's) names no queue of ours,
-    which is answered as a queue that does not exist."""
+    which is answered as a queue that does not exist. A bare queue name is the caller's queue of that
+    name, as SQS takes it."""
     if not isinstance(url, str) or not url:
         raise errors.missing_parameter("QueueUrl")
+    if "/" not in url:
+        return url
     parts = url.rstrip("/").split("/")
     if len(parts) < 2 or parts[-2] != account_id(tenant_id) or not parts[-1]:
         raise errors.no_queue()

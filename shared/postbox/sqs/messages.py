@@ -192,29 +192,31 @@ def integer_parameter(value: Any, parameter: str, least: int, most: int) -> int 
     return value
 
 
+def fifo_ids_given(queue: SqsQueue, entry: dict[str, Any]) -> None:
+    """A FIFO message names its group, and its deduplication id unless the queue derives it from the
+    body. SQS refuses a whole batch over an entry that does not (not that entry alone)."""
+    if entry.get("MessageGroupId") is None:
+        raise errors.missing_parameter("MessageGroupId")
+    if entry.get("MessageDeduplicationId") is None and _attribute(queue, "ContentBasedDeduplication") != "true":
+        raise errors.invalid_parameter("The queue should either have ContentBasedDeduplication enabled or "
+                                       "MessageDeduplicationId provided explicitly")
+
+
 def outgoing(queue: SqsQueue, principal: Principal, entry: dict[str, Any]) -> Outgoing:
     """One message to send, held to SQS's rules for its queue (FIFO or standard)."""
     body = check_body(entry.get("MessageBody"))
     attrs, attrs_size = check_attributes(entry.get("MessageAttributes"))
     system, _ = check_attributes(entry.get("MessageSystemAttributes"), system=True)
     size = len(body.encode("utf-8", "surrogatepass")) + attrs_size
-    limit = int(_attribute(queue, "MaximumMessageSize"))
-    if size > limit:
-        raise errors.invalid_parameter(f"One or more parameters are invalid. Reason: Message must be shorter than "
-                                       f"{limit} bytes.")
     delay = integer_parameter(entry.get("DelaySeconds"), "DelaySeconds", 0, 900)
     group, dedup = entry.get("MessageGroupId"), entry.get("MessageDeduplicationId")
     sqs: dict[str, Any] = {"s": principal.key_id}
     if queue.fifo:
-        if delay is not None:
+        if delay:  # 0 is taken and changes nothing (SQS's answer): the queue's delay applies
             raise errors.invalid_parameter(f"Value {delay} for parameter DelaySeconds is invalid. Reason: The request "
                                            "include parameter that is not valid for this queue type.")
-        if group is None:
-            raise errors.missing_parameter("MessageGroupId")
+        fifo_ids_given(queue, entry)
         if dedup is None:
-            if _attribute(queue, "ContentBasedDeduplication") != "true":
-                raise errors.invalid_parameter("The queue should either have ContentBasedDeduplication enabled or "
-                                               "MessageDeduplicationId provided explicitly")
             dedup = hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
         for value, parameter in ((group, "MessageGroupId"), (dedup, "MessageDeduplicationId")):
             if not isinstance(value, str) or not _GROUP.fullmatch(value):
@@ -236,7 +238,18 @@ def outgoing(queue: SqsQueue, principal: Principal, entry: dict[str, Any]) -> Ou
     if system:
         sqs["t"] = system["AWSTraceHeader"]["StringValue"]
     queue_delay = int(_attribute(queue, "DelaySeconds"))
-    return Outgoing(body, attrs, system, float(queue_delay if delay is None else delay), {"sqs": sqs}, size, key)
+    if delay is None or queue.fifo:
+        delay = queue_delay
+    return Outgoing(body, attrs, system, float(delay), {"sqs": sqs}, size, key)
+
+
+def within_size(queue: SqsQueue, m: Outgoing) -> Outgoing:
+    """The message, when it fits the queue's MaximumMessageSize (a batch's total is checked first)."""
+    limit = int(_attribute(queue, "MaximumMessageSize"))
+    if m.size > limit:
+        raise errors.invalid_parameter(f"One or more parameters are invalid. Reason: Message must be shorter than "
+                                       f"{limit} bytes.")
+    return m
 
 
 def message_id(msg_id: int) -> str:
@@ -287,7 +300,7 @@ def _sent(m: Outgoing, msg_id: int, fifo: bool) -> dict[str, Any]:
 def send(principal: Principal, name: str, request: dict[str, Any]) -> dict[str, Any]:
     tenancy.require(principal, "write")
     queue = meta(principal, name)
-    m = outgoing(queue, principal, request)
+    m = within_size(queue, outgoing(queue, principal, request))
     ((msg_id, _),) = _in_sqs_terms(lambda: _send(principal, queue, name, [m]))
     return _sent(m, msg_id, queue.fifo)
 
@@ -317,20 +330,30 @@ def _failure(entry_id: str, error: errors.SqsError) -> dict[str, Any]:
 
 
 def send_batch(principal: Principal, name: str, entries: Any) -> dict[str, Any]:
-    """Every good entry is sent (one SQL call); each bad one is a failure of its own, as SQS answers."""
+    """Every good entry is sent (one SQL call); each bad one is a failure of its own, as SQS answers.
+    A batch longer than SQS allows is refused whole, counting every entry, even one too long alone, and
+    so is a FIFO batch with an entry that names no group (or no deduplication id where one is needed)."""
     tenancy.require(principal, "write")
     entries = check_entries(entries, "SendMessageBatchRequestEntry")
     queue = meta(principal, name)
-    good: list[tuple[str, Outgoing]] = []
+    for entry in entries if queue.fifo else ():
+        fifo_ids_given(queue, entry)
+    built: list[tuple[str, Outgoing]] = []
     failed = []
     for entry in entries:
         try:
-            good.append((entry["Id"], outgoing(queue, principal, entry)))
+            built.append((entry["Id"], outgoing(queue, principal, entry)))
         except errors.SqsError as error:
             failed.append(_failure(entry["Id"], error))
-    total = sum(m.size for _, m in good)
+    total = sum(m.size for _, m in built)
     if total > attributes.NUMBERS["MaximumMessageSize"][1]:
         raise errors.batch_too_long(total, attributes.NUMBERS["MaximumMessageSize"][1])
+    good: list[tuple[str, Outgoing]] = []
+    for entry_id, m in built:
+        try:
+            good.append((entry_id, within_size(queue, m)))
+        except errors.SqsError as error:
+            failed.append(_failure(entry_id, error))
     done = []
     if good:
         ids = _in_sqs_terms(lambda: _send(principal, queue, name, [m for _, m in good]))
@@ -386,11 +409,13 @@ def _wanted_system(request: dict[str, Any]) -> set[str]:
 
 
 def _wanted_attributes(request: dict[str, Any]) -> Callable[[str], bool]:
+    """`All`, `.*` and `*` ask for every attribute; `Foo.*` for those whose names start with `Foo`
+    (`Foo1`, `Foo.bar`: SQS's prefix stops before the `.*`); other names, for themselves."""
     asked = _names(request.get("MessageAttributeNames"), "MessageAttributeNames")
-    if "All" in asked or ".*" in asked:
+    if "All" in asked or ".*" in asked or "*" in asked:
         return lambda name: True
     exact = {a for a in asked if not a.endswith(".*")}
-    prefixes = tuple(a[:-1] for a in asked if a.endswith(".*"))
+    prefixes = tuple(a[:-2] for a in asked if a.endswith(".*"))
     return lambda name: name in exact or (bool(prefixes) and name.startswith(prefixes))
 
 

@@ -35,8 +35,9 @@ class SqsQueue:
 
 
 def check_name(name: object, fifo: bool) -> str:
-    """A name SQS allows and Postbox can keep, or SQS's error saying which rule it breaks."""
-    if not isinstance(name, str) or not name:
+    """A name SQS allows and Postbox can keep, or SQS's error saying which rule it breaks (an empty
+    name is given, and too short: InvalidParameterValue, as SQS answers)."""
+    if not isinstance(name, str):
         raise errors.missing_parameter("QueueName")
     base = name[:-5] if name.endswith(".fifo") else name
     if not _SQS_NAME.fullmatch(base) or len(name) > 80:
