@@ -44,7 +44,7 @@ class SqsClient:
         self.sqs = boto3.session.Session().client(
             "sqs", endpoint_url=f"{base}/sqs", region_name="us-east-1",
             aws_access_key_id=credential["access_key_id"], aws_secret_access_key=credential["secret_access_key"],
-            config=Config(retries={"max_attempts": 1}, max_pool_connections=1))
+            config=Config(retries={"total_max_attempts": 1}, max_pool_connections=1))
         self.url = url
 
     def send(self, first: int) -> int:
@@ -153,6 +153,10 @@ def main() -> None:
             with contextlib.redirect_stdout(io.StringIO()):
                 for make in sides.values():  # every worker process has served both before the clock starts
                     gateway.warm(make, lambda c, i: (c.send(0), c.drain(), c.drain()))
+                    leftover = make()  # what the warm-up's drains left (they took turns) goes before the clock
+                    while leftover.drain():
+                        pass
+                    leftover.close()
             table.header()
             for rnd in range(2):  # each side twice, interleaved, so drift on the machine hits both
                 for side, make in sides.items():
