@@ -1,5 +1,5 @@
 """A send's usage (its messages this month, the bytes it stores) is held back on the queue counter row
-the send writes and folded into the tenant's figures once a row holds usage_pending_max() (64
+the send writes and folded into the tenant's figures once a row holds usage_pending_max_*() (64
 messages or 64 KiB): plan_usage, the queue listing and the plan limits still see every message,
 a limit is met as exactly as before, and concurrent sends count every message once."""
 
