@@ -1,10 +1,11 @@
 """A send's usage (its messages this month, the bytes it stores) is held back on the queue counter row
-the send writes and folded into the tenant's figures once a row holds usage_pending_max() (64
+the send writes and folded into the tenant's figures once a row holds usage_pending_max_*() (64
 messages or 64 KiB): plan_usage, the queue listing and the plan limits still see every message,
 a limit is met as exactly as before, and concurrent sends count every message once."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 import psycopg
@@ -258,3 +259,16 @@ def test_concurrent_senders_at_the_limit_overshoot_by_at_most_the_sends_in_fligh
     assert _usage(t)[0] == FREE_MONTH - 30 + sum(accepted)
     with pytest.raises(LimitExceeded):
         service.send_messages(t.principal, "q", [1])
+
+
+def test_the_send_plans_its_limit_check_inline(tenant):
+    """plan_within is a set-returning SQL function so that the planner inlines it into the send's
+    check statement, whose plan is kept with it (called as a scalar, it ran a query of its own every
+    send); and the held-back bound is folded to constants (a record-returning call is not)."""
+    with db.connection() as conn:
+        plan = conn.execute("EXPLAIN (FORMAT JSON, VERBOSE) SELECT (SELECT w.within FROM plan_within(%s, 10, 1) w)",
+                            (tenant.tenant_id,)).fetchone()[0]
+    text = json.dumps(plan)
+    assert "plan_within" not in text
+    assert "usage_pending_max" not in text
+    assert "tenant_monthly_messages" in text  # the check itself is there, inline

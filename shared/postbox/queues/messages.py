@@ -23,6 +23,11 @@ def _principal_args(principal: Principal) -> tuple[str, str]:
     return principal.tenant_id, tenancy.project_id(principal)
 
 
+_SEND = "SELECT * FROM queue_send(%s, %s, %s, %s, %b::text[], %s::int[], %s, %s, %s::jsonb)"
+# A single message goes as one text parameter: psycopg adapts a string in a fraction of a list's time.
+_SEND_ONE = _SEND.replace("%b::text[]", "ARRAY[%s::text]")
+
+
 def send_messages(
     principal: Principal, name: str, messages: list[Any], *, delay: float = 0, headers: Any = None
 ) -> list[int]:
@@ -39,12 +44,14 @@ def send_messages(
     if len(header_raw) > MAX_HEADERS_BYTES:
         raise TooLarge(f"headers are over {MAX_HEADERS_BYTES} bytes.")
     sizes = [len(m) + len(header_raw) for m in encoded]
+    texts = [m.decode() for m in encoded]
     with db.connection() as conn, db.domain_errors():
         rows = conn.execute(
-            "SELECT * FROM queue_send(%s, %s, %s, %s, %b::text[], %s::int[], %s, %s, %s::jsonb)",
-            (*_principal_args(principal), name, principal.is_anonymous, [m.decode() for m in encoded],
+            _SEND_ONE if len(texts) == 1 else _SEND,
+            (*_principal_args(principal), name, principal.is_anonymous, texts[0] if len(texts) == 1 else texts,
              engine.int_array(sizes), max(sizes) - len(header_raw), delay,
              header_raw.decode() if headers is not None else None),
+            binary=True,
         ).fetchall()
     if rows and rows[0][1] is not None:  # this send found the queue's consumer idle: start it
         consumers.start_dispatch(rows[0][1])

@@ -31,9 +31,6 @@ END $$;
 CREATE OR REPLACE FUNCTION queue_messages_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE r record;
 BEGIN
-    IF current_setting('postbox.counted', true) = 'on' THEN  -- the statement counted itself
-        RETURN NULL;
-    END IF;
     FOR r IN SELECT queue_id, count(*) AS n, sum(size) AS b FROM new_rows GROUP BY queue_id LOOP
         PERFORM queue_count(r.queue_id, r.n, 0, r.b, 0, 0, 0, 0);
     END LOOP;
@@ -47,9 +44,6 @@ END $$;
 CREATE OR REPLACE FUNCTION queue_messages_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE r record;
 BEGIN
-    IF current_setting('postbox.counted', true) = 'on' THEN  -- the statement counted itself
-        RETURN NULL;
-    END IF;
     FOR r IN SELECT queue_id, count(*) AS n, sum(size) AS b FROM old_rows GROUP BY queue_id LOOP
         PERFORM queue_count(r.queue_id, 0, r.n, -r.b, 0, 0, 0, 0);
     END LOOP;
@@ -59,9 +53,6 @@ END $$;
 CREATE OR REPLACE FUNCTION queue_archive_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE r record;
 BEGIN
-    IF current_setting('postbox.counted', true) = 'on' THEN  -- the statement counted itself
-        RETURN NULL;
-    END IF;
     FOR r IN SELECT queue_id, count(*) AS n, sum(size) AS b, count(*) FILTER (WHERE dead) AS d
              FROM new_rows GROUP BY queue_id LOOP
         PERFORM queue_count(r.queue_id, 0, 0, 0, r.n - r.d, r.n, r.b, r.d);
@@ -72,26 +63,29 @@ END $$;
 CREATE OR REPLACE FUNCTION queue_archive_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE r record;
 BEGIN
-    IF current_setting('postbox.counted', true) = 'on' THEN  -- the statement counted itself
-        RETURN NULL;
-    END IF;
     FOR r IN SELECT queue_id, count(*) AS n, sum(size) AS b FROM old_rows GROUP BY queue_id LOOP
         PERFORM queue_count(r.queue_id, 0, 0, 0, 0, -r.n, -r.b, 0);
     END LOOP;
     RETURN NULL;
 END $$;
 
+-- A statement that counts itself (a send, an archive move) sets postbox.counted for its duration,
+-- and these triggers stand aside: tested in their WHEN, so the trigger function is not even called.
 CREATE OR REPLACE TRIGGER queue_messages_ins AFTER INSERT ON queue_messages
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION queue_messages_inserted();
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT
+    WHEN (current_setting('postbox.counted', true) IS DISTINCT FROM 'on') EXECUTE FUNCTION queue_messages_inserted();
 
 CREATE OR REPLACE TRIGGER queue_messages_del AFTER DELETE ON queue_messages
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION queue_messages_deleted();
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT
+    WHEN (current_setting('postbox.counted', true) IS DISTINCT FROM 'on') EXECUTE FUNCTION queue_messages_deleted();
 
 CREATE OR REPLACE TRIGGER queue_archive_ins AFTER INSERT ON queue_archive
-    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION queue_archive_inserted();
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT
+    WHEN (current_setting('postbox.counted', true) IS DISTINCT FROM 'on') EXECUTE FUNCTION queue_archive_inserted();
 
 CREATE OR REPLACE TRIGGER queue_archive_del AFTER DELETE ON queue_archive
-    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION queue_archive_deleted();
+    REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT
+    WHEN (current_setting('postbox.counted', true) IS DISTINCT FROM 'on') EXECUTE FUNCTION queue_archive_deleted();
 
 -- ---- Hot paths as functions: one round trip per call -------------------------------------------
 -- Errors a caller may hit are raised with SQLSTATEs of class PB (PB404, PB403, PB413) and mapped to
@@ -143,7 +137,7 @@ LANGUAGE sql AS $$
     RETURNING true
 $$;
 
--- Move what a queue's counter rows hold back (their pending sends: usage_pending_max, tenancy.sql)
+-- Move what a queue's counter rows hold back (their pending sends: usage_pending_max_*, tenancy.sql)
 -- into its tenant's monthly messages and stored bytes: the row of one slot, or of every slot when
 -- p_slot is null (before the queue's counters are deleted with it). Of a row's pending messages,
 -- the last p_recent were sent this month, the rest in its pending_month.
@@ -175,9 +169,12 @@ END $$;
 
 -- A send counts itself with one row write: p_n messages of p_bytes on queue p_queue's counters, on
 -- the slot counter_slot picks, where they are also held back for the tenant's usage (pending) until
--- the row holds usage_pending_max() or messages of an earlier month; then this send folds the row
--- (queue_usage_fold). Its insert's trigger stood aside (postbox.counted).
-CREATE OR REPLACE FUNCTION queue_count_sent(p_queue bigint, p_n bigint, p_bytes bigint) RETURNS void
+-- the row holds usage_pending_max_*() or messages of an earlier month; then this send folds the row
+-- (queue_usage_fold) and the answer is true. Its insert's trigger stood aside (postbox.counted).
+-- It answers a value so that a caller can call it in a plain expression (`:=`), which costs no
+-- query of its own as PERFORM does.
+DROP FUNCTION IF EXISTS queue_count_sent(bigint, bigint, bigint);
+CREATE OR REPLACE FUNCTION queue_count_sent(p_queue bigint, p_n bigint, p_bytes bigint) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
     v_month date := date_trunc('month', clock_timestamp())::date;
@@ -196,10 +193,12 @@ BEGIN
         pending_month = coalesce(c.pending_month, excluded.pending_month)
     RETURNING c.slot, c.pending_messages, c.pending_bytes, c.pending_month
     INTO v_slot, v_held_messages, v_held_bytes, v_held_month;
-    IF v_held_messages >= (usage_pending_max()).messages OR v_held_bytes >= (usage_pending_max()).bytes
+    IF v_held_messages >= usage_pending_max_messages() OR v_held_bytes >= usage_pending_max_bytes()
        OR v_held_month <> v_month THEN
         PERFORM queue_usage_fold(p_queue, v_slot, CASE WHEN v_held_month <> v_month THEN p_n ELSE 0 END);
+        RETURN true;
     END IF;
+    RETURN false;
 END $$;
 
 -- queue_insert appends messages to queue `q` (already found) within the plan's limits, counts them
@@ -208,6 +207,12 @@ END $$;
 -- consumer pays nothing (the queue row is already in hand); a busy consumer costs one primary-key
 -- read. Each message has its own delay and headers; `p_ids`, when given, are ids already drawn
 -- from queue_msg_id_seq (in order), else each row draws its own.
+--
+-- Every statement a call runs costs its executor's start-up (each scan's relation and index
+-- opened) whatever it then reads, which for a single message is most of a send's time in the
+-- server: so the limits, the long-poll check and the batch's bytes come from one statement, and
+-- each IF whose condition would need a query of its own is entered only when a plain test on values
+-- in hand says the query matters (a queue without a consumer never runs the kick's).
 CREATE OR REPLACE FUNCTION queue_insert(
     q queues, p_tenant uuid, p_messages text[], p_sizes int[], p_largest int,
     p_delays float8[], p_headers jsonb[], p_ids bigint[]
@@ -215,19 +220,30 @@ CREATE OR REPLACE FUNCTION queue_insert(
 DECLARE
     v_n int := cardinality(p_messages);
     v_kick boolean := false;
+    v_within boolean;
+    v_waiting boolean;
+    v_bytes bigint;
+    v_ignored text;
+    v_folded boolean;
 BEGIN
-    IF plan_within(p_tenant, p_largest, v_n) IS NOT TRUE THEN  -- near a limit, or over one
+    SELECT (SELECT w.within FROM plan_within(p_tenant, p_largest, v_n) w),
+           EXISTS (SELECT 1 FROM waiters WHERE channel = 'queue_' || q.id AND until > clock_timestamp()),
+           (SELECT sum(s) FROM unnest(p_sizes) s)
+    INTO v_within, v_waiting, v_bytes;
+    IF v_within IS NOT TRUE THEN  -- near a limit, or over one
         PERFORM plan_check(p_tenant, p_largest, v_n, 0);
     END IF;
-    IF EXISTS (SELECT 1 FROM waiters WHERE channel = 'queue_' || q.id AND until > clock_timestamp()) THEN
+    IF v_waiting THEN
         PERFORM pg_notify('queue_' || q.id, '');
     END IF;
-    IF q.consumer IS NOT NULL AND v_n > 0 AND (SELECT min(d) FROM unnest(p_delays) d) <= 0
-       AND (q.consumer->>'enabled')::boolean IS NOT FALSE AND coalesce(q.consumer->>'function_name', '') <> ''
-       AND NOT EXISTS (SELECT 1 FROM consumer_kicks WHERE queue_id = q.id AND until > clock_timestamp()) THEN
-        v_kick := coalesce(consumer_kick_take(q.id, 90), false);
+    IF q.consumer IS NOT NULL AND v_n > 0 THEN
+        IF (SELECT min(d) FROM unnest(p_delays) d) <= 0
+           AND (q.consumer->>'enabled')::boolean IS NOT FALSE AND coalesce(q.consumer->>'function_name', '') <> ''
+           AND NOT EXISTS (SELECT 1 FROM consumer_kicks WHERE queue_id = q.id AND until > clock_timestamp()) THEN
+            v_kick := coalesce(consumer_kick_take(q.id, 90), false);
+        END IF;
     END IF;
-    PERFORM set_config('postbox.counted', 'on', true);  -- queue_count_sent counts the insert
+    v_ignored := set_config('postbox.counted', 'on', true);  -- queue_count_sent counts the insert
     IF p_ids IS NULL THEN
         RETURN QUERY
         INSERT INTO queue_messages (queue_id, vt, message, headers, size)
@@ -242,9 +258,9 @@ BEGIN
         FROM unnest(p_messages, p_sizes, p_delays, p_headers, p_ids) AS u(m, s, d, h, i)
         RETURNING queue_messages.msg_id, CASE WHEN v_kick THEN q.id END;
     END IF;
-    PERFORM set_config('postbox.counted', 'off', true);
+    v_ignored := set_config('postbox.counted', 'off', true);
     IF v_n > 0 THEN
-        PERFORM queue_count_sent(q.id, v_n, (SELECT sum(s) FROM unnest(p_sizes) s));
+        v_folded := queue_count_sent(q.id, v_n, v_bytes);
     END IF;
 END $$;
 

@@ -4,15 +4,21 @@
 -- A tenant's usage is its folded figures (tenant_monthly_messages for the month, tenant_storage)
 -- plus what its queue counter rows still hold back: a send adds its messages and bytes to the
 -- counter row it writes anyway (queue_counters' pending columns) and moves them into the folded
--- figures (queue_usage_fold) once that row holds usage_pending_max() or more. So each of a queue's
+-- figures (queue_usage_fold) once that row holds usage_pending_max_*() or more. So each of a queue's
 -- 8 counter slots holds back less than that bound whenever no send is in flight, and a send far
 -- from every limit (plan_within) needs no count of what is held back.
 
 -- The most one queue counter row holds back once its send has committed: under 64 messages and
--- under 64 KiB (a send that reaches either folds the row).
-CREATE OR REPLACE FUNCTION usage_pending_max(OUT messages bigint, OUT bytes bigint)
+-- under 64 KiB (a send that reaches either folds the row). Two scalar SQL functions, which the
+-- planner inlines as constants (a function answering a record is called at run time, each time).
+CREATE OR REPLACE FUNCTION usage_pending_max_messages() RETURNS bigint
 LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT 64::bigint, 65536::bigint
+    SELECT 64::bigint
+$$;
+
+CREATE OR REPLACE FUNCTION usage_pending_max_bytes() RETURNS bigint
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT 65536::bigint
 $$;
 
 -- What a tenant's queue counter rows hold back: messages sent in p_month, and bytes.
@@ -41,18 +47,21 @@ $$;
 
 -- True when a send of p_messages messages, the largest p_largest bytes, is within every limit by
 -- the folded figures alone with room to spare for all that a tenant's counter rows could hold back
--- (8 slots a queue, usage_pending_max() each, the plan's max_queues queues): such a send passes
--- plan_check whatever the rows hold, so a send asks plan_check only when this is not true. Plain
--- SQL, so the planner inlines it into the caller's statement.
-CREATE OR REPLACE FUNCTION plan_within(p_tenant uuid, p_largest int, p_messages int) RETURNS boolean
+-- (8 slots a queue, usage_pending_max_*() each, the plan's max_queues queues): such a send passes
+-- plan_check whatever the rows hold, so a send asks plan_check only when this is not true (or when
+-- no row comes back: no such tenant). A set-returning SQL function, so that called in a FROM clause
+-- the planner inlines it into the caller's statement: its plan is the caller's, kept with it, where
+-- a scalar call would run a query of its own each time.
+DROP FUNCTION IF EXISTS plan_within(uuid, int, int);
+CREATE OR REPLACE FUNCTION plan_within(p_tenant uuid, p_largest int, p_messages int) RETURNS TABLE (within boolean)
 LANGUAGE sql STABLE AS $$
     SELECT p_largest <= p.max_message_bytes
        AND (SELECT coalesce(sum(messages), 0) FROM tenant_monthly_messages
             WHERE tenant_id = p_tenant AND month = date_trunc('month', clock_timestamp())::date)
-           + p_messages + 8 * p.max_queues * k.messages <= p.messages_month
+           + p_messages + 8 * p.max_queues * usage_pending_max_messages() <= p.messages_month
        AND (SELECT coalesce(sum(stored_bytes), 0) FROM tenant_storage WHERE tenant_id = p_tenant)
-           + 8 * p.max_queues * k.bytes < p.storage_bytes
-    FROM tenants t JOIN plans p ON p.name = t.plan CROSS JOIN usage_pending_max() k
+           + 8 * p.max_queues * usage_pending_max_bytes() < p.storage_bytes
+    FROM tenants t JOIN plans p ON p.name = t.plan
     WHERE t.id = p_tenant
 $$;
 
