@@ -91,6 +91,39 @@ def run_clients(n: int, make_client: Callable[[], Any], work: Callable[[Any, int
     return elapsed, results
 
 
+def run_client_processes(n: int, make_client: Callable[[], Any], work: Callable[[Any, int], Any]) -> tuple[float, list]:
+    """`run_clients` with each client in a process of its own (forked, so closures carry over): no
+    client waits on another's share of one interpreter's lock, as separate consumers do not."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    start, results = ctx.Barrier(n + 1), ctx.Queue()
+
+    def body(i: int) -> None:
+        client = make_client()
+        start.wait()
+        try:
+            results.put((i, work(client, i), None))
+        except BaseException as error:  # reported by the parent below
+            results.put((i, None, repr(error)))
+        finally:
+            client.close()
+
+    procs = [ctx.Process(target=body, args=(i,)) for i in range(n)]
+    for p in procs:
+        p.start()
+    start.wait()
+    t0 = time.perf_counter()
+    got = [results.get() for _ in procs]
+    elapsed = time.perf_counter() - t0
+    for p in procs:
+        p.join()
+    failed = [e for _, _, e in got if e]
+    if failed:
+        raise RuntimeError(f"a client process failed: {failed[0]}")
+    return elapsed, [r for _, r, _ in sorted(got, key=lambda g: g[0])]
+
+
 def p50_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
@@ -195,12 +228,15 @@ def rate(n: int, seconds: float) -> str:
 
 
 def bench_main(doc: str, clients: int, run: Callable[[argparse.Namespace, str], None],
-               quick_help: str = "every count ~10x smaller") -> None:
+               quick_help: str = "every count ~10x smaller",
+               more_args: Callable[[argparse.ArgumentParser], None] | None = None) -> None:
     """What every benchmark's `main` does: parse --quick/--fast, start a throwaway server, print the
     server and load, run, stop the server, print the total time."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help=quick_help)
     parser.add_argument("--fast", action="store_true", help="fsync and synchronous_commit off (default: on)")
+    if more_args is not None:
+        more_args(parser)
     args = parser.parse_args()
     configure(clients)
     started = time.perf_counter()

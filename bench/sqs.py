@@ -8,9 +8,12 @@ API's send_batch of 10, then read(10) + delete, with the same threads, bodies an
 differs is SQS's: SigV4 (signed by boto3, verified by Postbox), the JSON protocol and its shapes.
 The ratio is SQS / queues API; the goal is 0.8 or more on both.
 
-Clients and server share the machine's cores, so a rate is also bounded by the clients' own CPU,
-and boto3 spends more per call than httpx does (it validates, serializes, signs and parses). Each
-phase's CPU is therefore metered too, per 10 messages: the clients (this process), the server
+Each client runs in a process of its own, as separate consumers do (a Celery worker's pool, Lambda
+functions, services): with `--threads` the four share this interpreter, and boto3, which spends
+more Python per call than httpx does (it validates, serializes, signs and parses), then waits on
+the other clients' share of its lock far more than httpx does. Clients and server share the
+machine's cores, so a rate is also bounded by the clients' own CPU. Each phase's CPU is metered
+too, per 10 messages: the clients (their processes), the server
 (`postbox dev`'s processes and PostgreSQL's), and the server's ratio (queues API / SQS), which
 is what SigV4 and the JSON protocol cost Postbox itself.
 """
@@ -91,6 +94,9 @@ class QueuesClient:
         self.http.close()
 
 
+RUN_CLIENTS = common.run_client_processes  # or common.run_clients, with --threads
+
+
 def send_all(make, total: int) -> tuple[float, int]:
     per_client = total // CLIENTS
 
@@ -100,7 +106,7 @@ def send_all(make, total: int) -> tuple[float, int]:
             sent += client.send(first)
         return sent
 
-    seconds, counts = common.run_clients(CLIENTS, make, work)
+    seconds, counts = RUN_CLIENTS(CLIENTS, make, work)
     return seconds, sum(counts)
 
 
@@ -111,7 +117,7 @@ def drain_all(make) -> tuple[float, int]:
             done += n
         return done
 
-    seconds, counts = common.run_clients(CLIENTS, make, work)
+    seconds, counts = RUN_CLIENTS(CLIENTS, make, work)
     return seconds, sum(counts)
 
 
@@ -134,11 +140,15 @@ def main() -> None:
     def run(args, url: str) -> None:
         from postbox.sqs import credentials
 
+        global RUN_CLIENTS
+        if args.threads:
+            RUN_CLIENTS = common.run_clients
         total = QUICK if args.quick else FULL
         tenant, key, _ = common.bench_tenant(url)
         credential = credentials.mint(tenant, "manage")
         print(f"SQS face vs the queues API ({'quick' if args.quick else 'full'} run): {total:,} messages, "
-              f"{CLIENTS} client threads, batches of {BATCH}; ratio = SQS / queues API\n")
+              f"{CLIENTS} client {'threads' if args.threads else 'processes'}, batches of {BATCH}; "
+              "ratio = SQS / queues API\n")
         gateway = common.DevServer(url).start()
         table = common.Table()
         try:
@@ -196,7 +206,11 @@ def main() -> None:
         for label, ratio in results:
             print(f"  {'PASS' if ratio >= GOAL else 'MISS'}  {label} >= {GOAL}x  {ratio:.2f}")
 
-    common.bench_main(__doc__, CLIENTS, run, "4,000 messages instead of 40,000")
+    def threads(parser) -> None:
+        parser.add_argument("--threads", action="store_true",
+                            help="the clients as threads of this process instead of processes of their own")
+
+    common.bench_main(__doc__, CLIENTS, run, "4,000 messages instead of 40,000", threads)
 
 
 if __name__ == "__main__":
