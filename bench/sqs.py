@@ -122,7 +122,7 @@ def drain_all(make) -> tuple[float, int]:
 
 
 def per_batch(meter: common.CpuMeter, messages: int) -> dict[str, float]:
-    """A phase's CPU in ms per BATCH messages: this process's clients, and the server's processes."""
+    """A phase's CPU in ms per BATCH messages: the clients' (this process and those it forked), and the server's."""
     batches = messages / BATCH
     server = sum(v for k, v in meter.used.items() if k != "clients")
     return {"clients": meter.used["clients"] / batches * 1000, "server": server / batches * 1000}
