@@ -106,6 +106,28 @@ def test_purge_and_delete(sqs):
     assert code(error_of(sqs.delete_queue, QueueUrl=url)) == "AWS.SimpleQueueService.NonExistentQueue"
 
 
+def test_one_purge_per_minute(sqs, database_url):
+    """SQS allows one PurgeQueue per queue every 60 seconds: another within them is refused (403
+    PurgeQueueInProgress) and purges nothing; once the minute is past, a purge is served again."""
+    import psycopg
+
+    url = sqs.create_queue(QueueName="purged-twice")["QueueUrl"]
+    other = sqs.create_queue(QueueName="purged-other")["QueueUrl"]
+    sqs.purge_queue(QueueUrl=url)
+    sqs.send_message(QueueUrl=url, MessageBody="kept")
+    refused = error_of(sqs.purge_queue, QueueUrl=url)
+    assert code(refused) == "AWS.SimpleQueueService.PurgeQueueInProgress"
+    assert refused.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    assert refused.response["Error"]["Message"] == ("Only one PurgeQueue operation on purged-twice is allowed every 60 "
+                                                    "seconds.")
+    assert [m["Body"] for m in sqs.receive_message(QueueUrl=url, VisibilityTimeout=0)["Messages"]] == ["kept"]
+    sqs.purge_queue(QueueUrl=other)  # the minute is the queue's own
+    with psycopg.connect(database_url, autocommit=True) as conn:  # the minute has passed
+        conn.execute("UPDATE sqs_purges SET purged_at = purged_at - interval '61 seconds'")
+    sqs.purge_queue(QueueUrl=url)
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+
+
 def test_tags(sqs):
     url = sqs.create_queue(QueueName="tagged", tags={"team": "a"})["QueueUrl"]
     assert sqs.list_queue_tags(QueueUrl=url)["Tags"] == {"team": "a"}

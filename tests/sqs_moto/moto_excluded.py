@@ -84,9 +84,6 @@ EXCLUDED: dict[str, list[str]] = {
         "test_sqs.py::test_change_message_visibility_on_old_message",
         "test_sqs.py::test_batch_change_message_visibility_on_old_message",
     ],
-    "PurgeQueue is not limited to one per 60 seconds on Postbox (documented)": [
-        "test_sqs.py::test_purge_queue_twice_raises_purge_in_progress",
-    ],
 }
 
 

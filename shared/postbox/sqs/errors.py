@@ -109,6 +109,11 @@ def unsupported(message: str) -> SqsError:
     return SqsError("UnsupportedOperation", message, query_code=_simple("UnsupportedOperation"))
 
 
+def purge_in_progress(name: str) -> SqsError:
+    return SqsError("PurgeQueueInProgress", f"Only one PurgeQueue operation on {name} is allowed every 60 seconds.",
+                    status=403, query_code=_simple("PurgeQueueInProgress"))
+
+
 def resource_not_found(message: str) -> SqsError:
     return SqsError("ResourceNotFoundException", message, status=404)
 

@@ -211,10 +211,22 @@ def delete(principal: Principal, name: str) -> dict[str, Any]:
     return {}
 
 
+PURGE_EVERY_S = 60  # SQS's: one PurgeQueue per queue every 60 seconds
+
+
 def purge(principal: Principal, name: str) -> dict[str, Any]:
+    """Delete every message of the queue, at most once per PURGE_EVERY_S (PurgeQueueInProgress)."""
     tenancy.require(principal, "manage")
     with db.transaction() as conn:
-        engine.purge(conn, find(conn, principal, name, lock=True).id)
+        queue_id = find(conn, principal, name, lock=True).id
+        since = conn.execute(
+            "SELECT extract(epoch FROM clock_timestamp() - purged_at) FROM sqs_purges WHERE queue_id = %s",
+            (queue_id,)).fetchone()
+        if since is not None and since[0] < PURGE_EVERY_S:
+            raise errors.purge_in_progress(name)
+        engine.purge(conn, queue_id)
+        conn.execute("INSERT INTO sqs_purges (queue_id, purged_at) VALUES (%s, clock_timestamp())"
+                     " ON CONFLICT (queue_id) DO UPDATE SET purged_at = excluded.purged_at", (queue_id,))
     return {}
 
 
