@@ -51,6 +51,7 @@ bench: install
 	$(BIN)/python bench/work.py
 	$(BIN)/python bench/work_peers.py
 	$(BIN)/python bench/keyed_streams.py
+	$(BIN)/python bench/sqs.py
 
 layers: install
 	$(BIN)/python layers/build.py
