@@ -7,6 +7,7 @@ Every message is counted: each one is in exactly one queue."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -40,6 +41,29 @@ class FakeTime:
 def run_for(budget_s: float) -> int:
     fake = FakeTime()
     return mover.run(budget_s, fake.clock, fake.sleep)
+
+
+@contextlib.contextmanager
+def paused_run(budget_s: float):
+    """An agent run on a thread of its own that stops at its first sleep (after its first slice)
+    until the block ends; yields the list its moved count lands in once it has finished."""
+    asleep, wake = threading.Event(), threading.Event()
+    fake = FakeTime()
+
+    def sleep(seconds: float) -> None:
+        asleep.set()
+        assert wake.wait(30)
+        fake.sleep(seconds)
+
+    done: list[int] = []
+    runner = threading.Thread(target=lambda: done.append(mover.run(budget_s, fake.clock, sleep)))
+    runner.start()
+    try:
+        assert asleep.wait(30)
+        yield done
+    finally:
+        wake.set()
+        runner.join(30)
 
 
 def arn(sqs, url: str) -> str:
@@ -197,26 +221,11 @@ def test_a_task_cancelled_while_a_run_moves_it_is_cancelling_until_that_run_stop
     to = sqs.create_queue(QueueName="to")["QueueUrl"]
     handle, texts = moved_to(sqs, dlq, to, 20, rate=2)
     time.sleep(FREE_S)
-    asleep, wake = threading.Event(), threading.Event()
-    fake = FakeTime()
-
-    def sleep(seconds: float) -> None:
-        asleep.set()
-        assert wake.wait(30)
-        fake.sleep(seconds)
-
-    done: list[int] = []
-    runner = threading.Thread(target=lambda: done.append(mover.run(10, fake.clock, sleep)))
-    runner.start()
-    try:
-        assert asleep.wait(30)  # the run moved its first slice and waits for the next second
+    with paused_run(10) as done:  # the run moved its first slice and waits for the next second
         assert sqs.cancel_message_move_task(TaskHandle=handle)["ApproximateNumberOfMessagesMoved"] == 4
         assert task_of(sqs, dlq)["Status"] == "CANCELLING"
         e = error_of(sqs.start_message_move_task, SourceArn=arn(sqs, dlq))
         assert code(e) == "AWS.SimpleQueueService.UnsupportedOperation"
-    finally:
-        wake.set()
-        runner.join(30)
     assert done == [2]
     task = task_of(sqs, dlq)
     assert task["Status"] == "CANCELLED" and task["ApproximateNumberOfMessagesMoved"] == 4
@@ -303,24 +312,9 @@ def test_a_run_while_another_holds_the_task_leaves_it_alone(sqs, tenant):
     to = sqs.create_queue(QueueName="to")["QueueUrl"]
     _, texts = moved_to(sqs, dlq, to, 100, rate=10)
     time.sleep(FREE_S)
-    asleep, wake = threading.Event(), threading.Event()
-    fake = FakeTime()
-
-    def sleep(seconds: float) -> None:
-        asleep.set()
-        assert wake.wait(30)
-        fake.sleep(seconds)
-
-    done: list[int] = []
-    first = threading.Thread(target=lambda: done.append(mover.run(3, fake.clock, sleep)))
-    first.start()
-    try:
-        assert asleep.wait(30)  # the first run holds the task, between two of its slices
+    with paused_run(3) as done:  # the first run holds the task, between two of its slices
         run_for(3)
         assert task_of(sqs, dlq)["ApproximateNumberOfMessagesMoved"] == 10 + 10
-    finally:
-        wake.set()
-        first.join(30)
     assert done == [30]
     assert task_of(sqs, dlq)["ApproximateNumberOfMessagesMoved"] == 10 + 30
     assert bodies(tenant, "to") + bodies(tenant, "parked") == Counter(texts)
