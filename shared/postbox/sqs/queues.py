@@ -219,14 +219,15 @@ def purge(principal: Principal, name: str) -> dict[str, Any]:
     tenancy.require(principal, "manage")
     with db.transaction() as conn:
         queue_id = find(conn, principal, name, lock=True).id
-        since = conn.execute(
-            "SELECT extract(epoch FROM clock_timestamp() - purged_at) FROM sqs_purges WHERE queue_id = %s",
-            (queue_id,)).fetchone()
-        if since is not None and since[0] < PURGE_EVERY_S:
+        # The purge is noted only when the last one is PURGE_EVERY_S old (no row back: refused, and
+        # the transaction, the note included, rolls back).
+        if conn.execute(
+            "INSERT INTO sqs_purges AS p (queue_id, purged_at) VALUES (%s, clock_timestamp())"
+            " ON CONFLICT (queue_id) DO UPDATE SET purged_at = excluded.purged_at"
+            " WHERE p.purged_at <= clock_timestamp() - %s * interval '1 second' RETURNING true",
+            (queue_id, PURGE_EVERY_S)).fetchone() is None:
             raise errors.purge_in_progress(name)
         engine.purge(conn, queue_id)
-        conn.execute("INSERT INTO sqs_purges (queue_id, purged_at) VALUES (%s, clock_timestamp())"
-                     " ON CONFLICT (queue_id) DO UPDATE SET purged_at = excluded.purged_at", (queue_id,))
     return {}
 
 
