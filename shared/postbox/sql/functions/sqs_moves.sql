@@ -7,6 +7,16 @@
 -- The rate of a task started without MaxNumberOfMessagesPerSecond (SQS's maximum).
 CREATE OR REPLACE FUNCTION sqs_move_default_rate() RETURNS int LANGUAGE sql IMMUTABLE AS $$ SELECT 500 $$;
 
+-- The messages of queue p_source a move task can move now: visible ones, each going to p_dest or,
+-- without one, back to the queue it was dead-lettered from while that queue exists. A set-returning
+-- SQL function, so that the planner inlines it where it is counted.
+CREATE OR REPLACE FUNCTION sqs_move_movable(p_source bigint, p_dest bigint) RETURNS TABLE (msg_id bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT m.msg_id FROM queue_messages m
+    WHERE m.queue_id = p_source AND m.vt <= clock_timestamp()
+      AND (p_dest IS NOT NULL OR EXISTS (SELECT 1 FROM queues d WHERE d.id = m.dead_from))
+$$;
+
 -- One batch of task p_task: up to p_limit of the source's visible messages, in id order, each to
 -- the destination or to the queue it was dead-lettered from (a message whose queue is gone stays).
 -- Batches of one task take turns on the task's row; messages a receive holds are skipped, not
@@ -39,7 +49,7 @@ BEGIN
         RETURN;
     END IF;
     v_want := greatest(least(p_limit, t.to_move - t.moved), 0);
-    WITH picked AS (
+    WITH picked AS (  -- sqs_move_movable's messages, taken as they are locked (a held one is passed over)
         SELECT m.queue_id, m.msg_id FROM queue_messages m
         WHERE m.queue_id = t.source_id AND m.vt <= clock_timestamp()
           AND (t.destination_id IS NOT NULL OR EXISTS (SELECT 1 FROM queues d WHERE d.id = m.dead_from))
@@ -61,11 +71,8 @@ BEGIN
     WHERE EXISTS (SELECT 1 FROM waiters w WHERE w.channel = 'queue_' || q AND w.until > clock_timestamp());
     -- Done: all it set out to move, or none of the source's movable messages is visible any more
     -- (in flight ones stay where they are).
-    IF t.moved + v_n >= t.to_move OR (v_n < v_want AND NOT EXISTS (
-        SELECT 1 FROM queue_messages m
-        WHERE m.queue_id = t.source_id AND m.vt <= clock_timestamp()
-          AND (t.destination_id IS NOT NULL OR EXISTS (SELECT 1 FROM queues d WHERE d.id = m.dead_from))))
-    THEN
+    IF t.moved + v_n >= t.to_move
+       OR (v_n < v_want AND NOT EXISTS (SELECT 1 FROM sqs_move_movable(t.source_id, t.destination_id))) THEN
         UPDATE sqs_move_tasks SET moved = t.moved + v_n, status = 'COMPLETED', runner = NULL, lease_until = NULL
         WHERE task_handle = p_task;
         RETURN QUERY SELECT v_n, false;
@@ -101,9 +108,7 @@ BEGIN
                 MESSAGE = 'The source and destination queues must be different queues.';
         END IF;
     END IF;
-    SELECT count(*) INTO v_to_move FROM queue_messages m
-    WHERE m.queue_id = src.id AND m.vt <= clock_timestamp()
-      AND (v_dest IS NOT NULL OR EXISTS (SELECT 1 FROM queues d WHERE d.id = m.dead_from));
+    SELECT count(*) INTO v_to_move FROM sqs_move_movable(src.id, v_dest);
     BEGIN
         INSERT INTO sqs_move_tasks (tenant_id, source_id, destination_id, source_arn, destination_arn, status,
                                     to_move, max_per_second)
