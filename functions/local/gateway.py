@@ -82,7 +82,9 @@ class LocalGateway:
 
         for dotted in FUNCTIONS.values():
             entry_point(dotted)
-            resolver_of(dotted).build_routes()
+            resolver = resolver_of(dotted)
+            if resolver is not None:
+                resolver.build_routes()
         db.pool().wait()
 
     def handle(
@@ -150,10 +152,14 @@ def _tenant(event: dict[str, Any]) -> str | None:
     return ((event["requestContext"].get("authorizer") or {}).get("lambda") or {}).get("tenant_id") or None
 
 
-def resolver_of(dotted: str) -> RequestLocalResolver:
+def resolver_of(dotted: str) -> RequestLocalResolver | None:
     """The resolver (`app`) of a surface function's module, which must be one that serves concurrent
-    requests: Lambda gives a function one request at a time, this gateway gives it several."""
-    resolver = getattr(importlib.import_module(dotted.rpartition(".")[0]), "app", None)
+    requests: Lambda gives a function one request at a time, this gateway gives it several. None for
+    a function without one, which reads the event API Gateway routed to it itself (SQS's endpoint)."""
+    module = importlib.import_module(dotted.rpartition(".")[0])
+    if not hasattr(module, "app"):
+        return None
+    resolver = module.app
     if not isinstance(resolver, RequestLocalResolver):
         raise TypeError(f"{dotted}: its app is not a RequestLocalResolver, which the local gateway needs")
     return resolver

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import importlib
+import json
 import re
 
 import pytest
 
+from functions.local.events import http_event
+from functions.local.gateway import resolver_of
+from functions.local.invoke import entry_point
+from functions.local.lambda_context import LocalContext
 from functions.routes import FUNCTIONS, ROUTES, match, routes_for
 from functions.schedules import AGENTS
+
+RESOLVED = sorted(f for f, dotted in FUNCTIONS.items() if resolver_of(dotted) is not None)
 
 
 def _resolver_routes(function: str) -> set[tuple[str, str]]:
@@ -18,10 +25,33 @@ def _resolver_routes(function: str) -> set[tuple[str, str]]:
     return {(r.method, r.path) for r in [*app._static_routes, *app._dynamic_routes]}
 
 
-@pytest.mark.parametrize("function", sorted(FUNCTIONS))
+@pytest.mark.parametrize("function", RESOLVED)
 def test_each_resolver_serves_exactly_its_rows(function):
     expected = {(r.method, r.resolver_path) for r in routes_for(function)}
     assert _resolver_routes(function) == expected
+
+
+def test_only_the_sqs_function_reads_its_events_without_a_resolver():
+    assert sorted(set(FUNCTIONS) - set(RESOLVED)) == ["sqs"]
+
+
+@pytest.mark.parametrize("route", routes_for("sqs"), ids=lambda r: r.route_key)
+def test_the_sqs_function_answers_each_of_its_rows_as_sqs(route):
+    """Each row reaches SQS's endpoint: an unsigned request is refused in SQS's own shape (JSON's
+    `__type` and `x-amzn-query-error`, or the Query protocol's `<ErrorResponse>` for a GET)."""
+    params = {"account": "000000000000", "queue": "q"} if "{queue}" in route.path else None
+    path = route.path.replace("{account}", "000000000000").replace("{queue}", "q")
+    event = http_event(route.method, path, route=route, path_parameters=params,
+                       headers={"content-type": "application/x-amz-json-1.0"},
+                       body=b"{}" if route.method == "POST" else None)
+    result = entry_point(FUNCTIONS["sqs"])(event, LocalContext("sqs"))
+    assert 400 <= result["statusCode"] < 500
+    assert result["headers"]["x-amzn-RequestId"] == event["requestContext"]["requestId"]
+    if route.method == "GET":
+        assert "<ErrorResponse" in result["body"] and "MissingAuthenticationToken" in result["body"]
+    else:
+        assert json.loads(result["body"])["__type"].endswith("#MissingParameter")
+        assert result["headers"]["x-amzn-query-error"] == "MissingParameter;Sender"
 
 
 def test_every_route_belongs_to_a_function_and_is_unique():

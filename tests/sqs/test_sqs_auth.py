@@ -153,6 +153,46 @@ def test_another_tenants_queue_does_not_exist(gateway, sqs, make_tenant):
     assert "Messages" in sqs.receive_message(QueueUrl=url)
 
 
+def test_two_tenants_at_once_each_see_only_their_own(gateway, make_tenant):
+    """The endpoint serves several requests of one process at once (a thread per connection here):
+    two tenants' interleaved calls, each on queues of the same names, each answered for its caller."""
+    import sys
+    import threading
+
+    clients = {t: sqs_client(gateway.url, credentials.mint(make_tenant().tenant_id, "manage")) for t in "ab"}
+    urls = {t: c.create_queue(QueueName="shared-name")["QueueUrl"] for t, c in clients.items()}
+    assert urls["a"] != urls["b"]
+    failures: list[str] = []
+    got: dict[str, list[str]] = {"a": [], "b": []}
+
+    def calls(t: str) -> None:
+        client, url = clients[t], urls[t]
+        try:
+            for n in range(15):
+                client.send_message(QueueUrl=url, MessageBody=f"{t}-{n}")
+                assert client.get_queue_url(QueueName="shared-name")["QueueUrl"] == url
+                assert client.list_queues()["QueueUrls"] == [url]
+                for m in client.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
+                    got[t].append(m["Body"])
+                    client.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+        except Exception as error:  # reported below, by thread
+            failures.append(f"{t}: {error!r}")
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=calls, args=(t,)) for t in clients]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    finally:
+        sys.setswitchinterval(before)
+    assert failures == []
+    for t in clients:
+        assert sorted(got[t]) == sorted(f"{t}-{n}" for n in range(15))
+
+
 def test_a_queue_url_as_the_request_target(endpoint, sqs, mint, tenant):
     url = sqs.create_queue(QueueName="targeted")["QueueUrl"]
     credential = mint()

@@ -3,7 +3,13 @@ for clients that take a host and port only): the AWS JSON 1.0 protocol (`X-Amz-T
 AmazonSQS.<Action>`) that SDKs and the AWS CLI speak, and the older Query protocol (form parameters,
 XML answers; see `query`), with SigV4 verified here (its routes have no authorizer). Parses,
 authenticates, calls the domain's action, answers in SQS's shapes: `{"__type", "message"}` and
-`x-amzn-query-error` on JSON errors, `<ErrorResponse>` on Query ones."""
+`x-amzn-query-error` on JSON errors, `<ErrorResponse>` on Query ones.
+
+Every route of this function is one endpoint (the action is named by the request, not its path), so
+the handler reads the event API Gateway routed to it directly: the route's path parameters say
+whether a queue URL was the target. A Powertools resolver would match the path again and build its
+request and response objects, half of this function's own time on a request.
+"""
 
 from __future__ import annotations
 
@@ -13,10 +19,8 @@ import re
 import uuid
 from typing import Any
 
-from aws_lambda_powertools.event_handler import Response
-
-from functions.api.common import RequestLocalResolver
 from functions.observability import instrument, request_logger
+from functions.request_record import request_story
 from postbox import inputs
 from postbox.db import RETRY_AFTER_S
 from postbox.errors import Forbidden, Invalid, LimitExceeded, NotFound, PostboxError, Unauthorized, Unavailable
@@ -30,35 +34,26 @@ TARGET_PREFIX = "AmazonSQS."
 MOUNT = "/sqs"
 _QUERY_ACTION = re.compile(r"(?:^|&)Action=")
 
-app = RequestLocalResolver()  # the local gateway serves it from several threads at once
+
+def _answer(status: int, content_type: str, body: str, request_id: str,
+            headers: dict[str, str] | None = None) -> dict[str, Any]:
+    """The function's answer in API Gateway's payload 2.0 form."""
+    return {"statusCode": status, "isBase64Encoded": False, "body": body,
+            "headers": {"Content-Type": content_type, "x-amzn-RequestId": request_id, **(headers or {})}}
 
 
-def _answer(status: int, body: dict[str, Any], headers: dict[str, str] | None = None) -> Response:
-    return Response(status_code=status, content_type=CONTENT_TYPE,
-                    body=json.dumps(body, separators=(",", ":"), ensure_ascii=False),
-                    headers={"x-amzn-RequestId": _request_id(), **(headers or {})})
+def _json(body: dict[str, Any]) -> str:
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
 
 
-def _request_id() -> str:
-    """The request's id (API Gateway's, which the logs carry too) as SQS's x-amzn-RequestId."""
-    try:
-        return app.current_event.request_context.request_id or str(uuid.uuid4())
-    except AttributeError:  # no event in hand
-        return str(uuid.uuid4())
-
-
-def _error(error: errors.SqsError, headers: dict[str, str] | None = None) -> Response:
-    if _answers_in_xml():
+def _error(error: errors.SqsError, request_id: str, in_xml: bool, headers: dict[str, str] | None = None) -> dict:
+    if in_xml:
         from . import query
 
-        return _xml(error.status, query.failure(error, _request_id()), headers)
-    return _answer(error.status, {"__type": f"{error.namespace}#{error.kind}", "message": error.message},
+        return _answer(error.status, XML_CONTENT_TYPE, query.failure(error, request_id), request_id, headers)
+    return _answer(error.status, CONTENT_TYPE,
+                   _json({"__type": f"{error.namespace}#{error.kind}", "message": error.message}), request_id,
                    {"x-amzn-query-error": f"{error.query_code};{error.fault}", **(headers or {})})
-
-
-def _xml(status: int, body: str, headers: dict[str, str] | None = None) -> Response:
-    return Response(status_code=status, content_type=XML_CONTENT_TYPE, body=body,
-                    headers={"x-amzn-RequestId": _request_id(), **(headers or {})})
 
 
 def _speaks_query(method: str, headers: dict[str, str], query_string: str) -> bool:
@@ -68,17 +63,6 @@ def _speaks_query(method: str, headers: dict[str, str], query_string: str) -> bo
         return False
     return (method == "GET" or "x-www-form-urlencoded" in headers.get("content-type", "")
             or _QUERY_ACTION.search(query_string) is not None)
-
-
-def _answers_in_xml() -> bool:
-    """Whether the request in hand speaks Query, so that its errors are answered in XML."""
-    try:
-        event = app.current_event
-        return _speaks_query(event.request_context.http.method,
-                             {k.lower(): v for k, v in (event.headers or {}).items()},
-                             event.raw_event.get("rawQueryString") or "")
-    except AttributeError:  # no event in hand
-        return False
 
 
 def as_sqs(error: PostboxError) -> tuple[errors.SqsError, dict[str, str] | None]:
@@ -100,50 +84,36 @@ def as_sqs(error: PostboxError) -> tuple[errors.SqsError, dict[str, str] | None]
                            namespace=errors.CORAL, fault="Receiver"), None
 
 
-@app.exception_handler(PostboxError)
-def _domain_error(error: PostboxError) -> Response:
-    return _error(*as_sqs(error))
-
-
-@app.exception_handler(Exception)
-def _unexpected(error: Exception) -> Response:
-    request_logger().exception("request failed: %s", type(error).__name__)
-    return _error(*as_sqs(PostboxError("internal error")))
-
-
-def _body(event: Any) -> bytes:
-    raw = event.body or ""
+def _body(event: dict[str, Any]) -> bytes:
+    raw = event.get("body") or ""
     try:
-        return base64.b64decode(raw) if event.is_base64_encoded else raw.encode("utf-8", "surrogatepass")
+        return base64.b64decode(raw) if event.get("isBase64Encoded") else raw.encode("utf-8", "surrogatepass")
     except ValueError:
         raise errors.malformed("The request body could not be read.") from None
 
 
-def _serve(target: tuple[str, str] | None) -> Response:
-    event = app.current_event
-    headers = {k.lower(): v for k, v in (event.headers or {}).items()}
+def _serve(event: dict[str, Any], method: str, headers: dict[str, str], query_string: str, speaks_query: bool,
+           request_id: str) -> dict[str, Any]:
     body = _body(event)
-    query_string = event.raw_event.get("rawQueryString") or ""
     amz_target = headers.get("x-amz-target", "")
-    method = event.request_context.http.method
-    speaks_query = _speaks_query(method, headers, query_string)
     if not speaks_query and not amz_target.startswith(TARGET_PREFIX):
         raise errors.missing_parameter("X-Amz-Target")
-    request = sigv4.Request(method, event.raw_event.get("rawPath") or event.path, query_string, headers, body)
+    request = sigv4.Request(method, event.get("rawPath") or "/", query_string, headers, body)
     principal = actions.authenticate(request)
     target_queue = None
-    if target is not None:  # another account's queue URL names no queue of the caller's
-        if target[0] != identity.account_id(principal.tenant_id):
+    target = event.get("pathParameters") or {}
+    if "queue" in target:  # another account's queue URL names no queue of the caller's
+        if target.get("account") != identity.account_id(principal.tenant_id):
             raise errors.no_queue()
-        target_queue = target[1]
+        target_queue = target["queue"]
     scheme = headers.get("x-forwarded-proto", "http").split(",")[0].strip()
     base = f"{scheme}://{headers.get('host', 'localhost')}{MOUNT}"
     if speaks_query:
         from . import query  # only Query requests pay for reading SQS's service model
 
         action, params = query.read(query_string, body)  # a POST's parameters may be in either
-        return _xml(200, query.answer(action, actions.run(action, principal, base, params, target_queue),
-                                      _request_id()))
+        return _answer(200, XML_CONTENT_TYPE, query.answer(
+            action, actions.run(action, principal, base, params, target_queue), request_id), request_id)
     try:
         params = inputs.parse_json(body) if body else {}
     except inputs.BadInput as bad:
@@ -151,37 +121,28 @@ def _serve(target: tuple[str, str] | None) -> Response:
             raise errors.invalid_contents(f"Invalid characters found: {bad.reason}.") from None
         raise errors.malformed(f"The request body is not valid JSON: {bad.reason}") from None
     action = amz_target[len(TARGET_PREFIX):]
-    return _answer(200, actions.run(action, principal, base, params, target_queue))
+    return _answer(200, CONTENT_TYPE, _json(actions.run(action, principal, base, params, target_queue)), request_id)
 
 
-@app.post(MOUNT)
-def endpoint() -> Response:
-    return _serve(None)
-
-
-@app.post("/")
-def root() -> Response:
-    """The endpoint at the API's root, for clients that build an endpoint from a host and port alone."""
-    return _serve(None)
-
-
-@app.post(MOUNT + "/<account>/<queue>")
-def queue_url(account: str, queue: str) -> Response:
-    """A queue URL as the request's target: its queue, when the body names none."""
-    return _serve((account, queue))
-
-
-@app.get(MOUNT)
-def query_get() -> Response:
-    """A Query request whose parameters are its query string."""
-    return _serve(None)
-
-
-@app.get(MOUNT + "/<account>/<queue>")
-def queue_url_get(account: str, queue: str) -> Response:
-    return _serve((account, queue))
+def serve(event: dict[str, Any]) -> dict[str, Any]:
+    """One request on any of the function's routes, answered in SQS's shapes whatever happens."""
+    context = event.get("requestContext") or {}
+    request_id = context.get("requestId") or str(uuid.uuid4())
+    method = (context.get("http") or {}).get("method") or "POST"
+    headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+    query_string = event.get("rawQueryString") or ""
+    speaks_query = _speaks_query(method, headers, query_string)
+    try:
+        return _serve(event, method, headers, query_string, speaks_query, request_id)
+    except PostboxError as error:
+        refusal, headers = as_sqs(error)
+        return _error(refusal, request_id, speaks_query, headers)
+    except Exception as error:  # our own fault: logged with the request, answered as SQS answers one
+        request_logger().exception("request failed: %s", type(error).__name__,
+                                   extra={"request": request_story(event)})
+        return _error(as_sqs(PostboxError("internal error"))[0], request_id, speaks_query)
 
 
 @lambda_handler
 def handler(event: dict, context: Any) -> dict:
-    return app.resolve(event, context)
+    return serve(event)

@@ -6,13 +6,16 @@ The account id is derived from the tenant id, so it needs no table and is the sa
 
 from __future__ import annotations
 
+import functools
 import uuid
 
 from .. import config
 from . import errors
 
 
+@functools.lru_cache(maxsize=4096)
 def account_id(tenant_id: str) -> str:
+    """Read on every request that names a queue URL: a warm function derives each tenant's once."""
     return f"{uuid.UUID(tenant_id).int % 10**12:012d}"
 
 
