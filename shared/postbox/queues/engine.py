@@ -86,7 +86,7 @@ def read(conn: psycopg.Connection, queue: QueueRef, qty: int, vt: float | None =
     id) or archived as dead.
     """
     rows = conn.execute(
-        "SELECT * FROM queue_claim(%s, %s, %s, %s, %s)",
+        "SELECT r_msg_id, r_read_ct, r_enqueued_at, r_vt, r_message, r_headers FROM queue_claim(%s, %s, %s, %s, %s)",
         (queue.id, qty, queue.visibility_timeout_sec if vt is None else vt, queue.policy.max_attempts,
          queue.dead_letter_queue_id),
     )

@@ -305,8 +305,11 @@ END $$;
 -- read max_reads times is dead-lettered by the same statement instead of being handed out: moved
 -- to the dead-letter queue (keeping its id) or archived as dead (a move lost in a crash is simply
 -- made again by the next read).
+-- Each message comes with when it was first handed out (this claim's start, for a first read).
+DROP FUNCTION IF EXISTS queue_claim(bigint, int, float8, int, bigint);
 CREATE OR REPLACE FUNCTION queue_claim(p_queue bigint, p_qty int, p_vt float8, p_max_reads int, p_dlq bigint)
-RETURNS TABLE (r_msg_id bigint, r_read_ct int, r_enqueued_at float8, r_vt float8, r_message jsonb, r_headers jsonb)
+RETURNS TABLE (r_msg_id bigint, r_read_ct int, r_enqueued_at float8, r_vt float8, r_message jsonb, r_headers jsonb,
+               r_first_read_at float8)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_head    bigint;
@@ -349,7 +352,7 @@ BEGIN
             first_read_at = coalesce(m.first_read_at, now())  -- the transaction's start: what sqs_receive answers
         WHERE m.ctid = ANY (v_live) AND m.queue_id = p_queue
         RETURNING m.msg_id, m.read_ct, date_part('epoch', m.enqueued_at), date_part('epoch', m.vt),
-                  m.message, m.headers;
+                  m.message, m.headers, date_part('epoch', m.first_read_at);
     END IF;
 
     -- Move the head past what was taken (claim_heads.sql). A claim hiding its messages for under a

@@ -79,8 +79,10 @@ END $$;
 -- or delayed, so a group's messages go out in order and one receive at a time holds a group.
 -- Claims of one queue take turns (a transaction-level advisory lock): each sees what the last
 -- committed. Messages read max_reads times are dead-lettered instead (queue_dead_letter).
+DROP FUNCTION IF EXISTS sqs_fifo_claim(bigint, int, float8, int, bigint);
 CREATE OR REPLACE FUNCTION sqs_fifo_claim(p_queue bigint, p_qty int, p_vt float8, p_max_reads int, p_dlq bigint)
-RETURNS TABLE (r_msg_id bigint, r_read_ct int, r_enqueued_at float8, r_vt float8, r_message jsonb, r_headers jsonb)
+RETURNS TABLE (r_msg_id bigint, r_read_ct int, r_enqueued_at float8, r_vt float8, r_message jsonb, r_headers jsonb,
+               r_first_read_at float8)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_live bigint[];
@@ -109,7 +111,7 @@ BEGIN
             first_read_at = coalesce(m.first_read_at, now())  -- the transaction's start: what sqs_receive answers
         WHERE m.queue_id = p_queue AND m.msg_id = ANY (v_live)
         RETURNING m.msg_id, m.read_ct, date_part('epoch', m.enqueued_at), date_part('epoch', m.vt),
-                  m.message, m.headers;
+                  m.message, m.headers, date_part('epoch', m.first_read_at);
     END IF;
 END $$;
 
@@ -120,9 +122,11 @@ END $$;
 -- that receive (or its last retry) gave it. Once one was deleted, had its visibility changed or was
 -- received again, or after the five minutes, the attempt is spent: it is forgotten and this receive
 -- claims afresh (sqs_fifo_claim), its messages then being the attempt's.
+DROP FUNCTION IF EXISTS sqs_fifo_attempt(bigint, text, int, float8, int, bigint);
 CREATE OR REPLACE FUNCTION sqs_fifo_attempt(
     p_queue bigint, p_attempt text, p_qty int, p_vt float8, p_max_reads int, p_dlq bigint
-) RETURNS TABLE (r_msg_id bigint, r_read_ct int, r_enqueued_at float8, r_vt float8, r_message jsonb, r_headers jsonb)
+) RETURNS TABLE (r_msg_id bigint, r_read_ct int, r_enqueued_at float8, r_vt float8, r_message jsonb, r_headers jsonb,
+               r_first_read_at float8)
 LANGUAGE plpgsql AS $$
 DECLARE
     a sqs_receive_attempts;
@@ -143,7 +147,7 @@ BEGIN
             UPDATE queue_messages m SET vt = clock_timestamp() + p_vt * interval '1 second'
             WHERE m.queue_id = p_queue AND m.msg_id = ANY (a.msg_ids)
             RETURNING m.msg_id, m.read_ct, date_part('epoch', m.enqueued_at), date_part('epoch', m.vt),
-                      m.message, m.headers;
+                      m.message, m.headers, date_part('epoch', m.first_read_at);
             RETURN;
         END IF;
         DELETE FROM sqs_receive_attempts WHERE queue_id = p_queue AND attempt_id = p_attempt;
@@ -169,9 +173,11 @@ $$;
 -- receive names one), any other queue's the message engine's own, so the receive builds its answer
 -- once, whichever claimed.
 DROP FUNCTION IF EXISTS sqs_claim(bigint, int, float8, int, bigint);
+DROP FUNCTION IF EXISTS sqs_claim(bigint, boolean, text, int, float8, int, bigint);
 CREATE OR REPLACE FUNCTION sqs_claim(
     p_queue bigint, p_fifo boolean, p_attempt text, p_qty int, p_vt float8, p_max_reads int, p_dlq bigint
-) RETURNS TABLE (r_msg_id bigint, r_read_ct int, r_enqueued_at float8, r_vt float8, r_message jsonb, r_headers jsonb)
+) RETURNS TABLE (r_msg_id bigint, r_read_ct int, r_enqueued_at float8, r_vt float8, r_message jsonb, r_headers jsonb,
+               r_first_read_at float8)
 LANGUAGE plpgsql AS $$
 BEGIN
     IF p_fifo AND p_attempt IS NOT NULL THEN
@@ -184,8 +190,7 @@ BEGIN
 END $$;
 
 -- Receive: one JSON array of the messages claimed, in id order, each with when it was first handed
--- out (read from the row as it was before this claim: null on a first receive, which is now). The
--- row is looked up by its key for each message claimed: a join let the planner hash the whole table.
+-- out (as the claim left it: kept from an earlier receive, else this one's start).
 -- A standard queue ignores p_attempt (the ReceiveRequestAttemptId), as SQS does.
 DROP FUNCTION IF EXISTS sqs_receive(uuid, uuid, text, int, float8);
 CREATE OR REPLACE FUNCTION sqs_receive(p_tenant uuid, p_project uuid, p_name text, p_qty int, p_vt float8,
@@ -203,9 +208,7 @@ BEGIN
     v_fifo := coalesce((SELECT s.fifo FROM sqs_queues s WHERE s.queue_id = q.id), false);
     SELECT coalesce(json_agg(json_build_object(
                'id', c.r_msg_id, 'n', c.r_read_ct, 'sent', c.r_enqueued_at, 'body', c.r_message,
-               'h', c.r_headers, 'first', date_part('epoch', coalesce((
-                   SELECT m.first_read_at FROM queue_messages m WHERE m.queue_id = q.id AND m.msg_id = c.r_msg_id),
-                   now())))
+               'h', c.r_headers, 'first', c.r_first_read_at)
                ORDER BY c.r_msg_id), '[]'),
            array_agg(c.r_msg_id)
     INTO v_answer, v_ids
