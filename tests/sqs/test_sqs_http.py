@@ -270,3 +270,21 @@ def test_the_queues_api_reads_what_sqs_sent(sqs, gateway, tenant):
     with client(gateway.url, tenant.key) as api:
         (m,) = api.post("/api/v1/queues/crossed/read", json={"qty": 1}).json()["messages"]
     assert m["message"] == "plain text" and m["headers"]["sqs"]["a"]["k"]["StringValue"] == "v"
+
+
+@pytest.mark.parametrize("stored", [
+    "text", 5, [1], {"s": 5, "t": ["x"], "g": {}}, {"a": "junk"}, {"a": {"k": "junk"}},
+    {"a": {"k": {"DataType": "Binary", "BinaryValue": "!!not base64"}}},
+    {"a": {"k": {"DataType": 7, "StringValue": "v"}}}, {"a": {"k": {"DataType": "String", "StringValue": 3}}},
+])
+def test_headers_the_queues_api_wrote_under_sqs_are_read_only_in_sqs_shape(sqs, gateway, tenant, stored):
+    """A queues API sender may write anything under `sqs` in a message's headers: a receive over SQS
+    answers the message, leaving out what is not of the shape a send through SQS keeps."""
+    url = sqs.create_queue(QueueName="foreign")["QueueUrl"]
+    with client(gateway.url, tenant.key) as api:
+        sent = api.post("/api/v1/queues/foreign/send", json={"message": {"x": 1}, "headers": {"sqs": stored}})
+        assert sent.status_code == 201, sent.text
+    (m,) = sqs.receive_message(QueueUrl=url, AttributeNames=["All"], MessageAttributeNames=["All"])["Messages"]
+    assert m["Body"] == '{"x":1}'
+    assert "MessageAttributes" not in m
+    assert m["Attributes"]["SenderId"] == sqs._request_signer._credentials.access_key  # none kept: the caller's

@@ -14,14 +14,13 @@ request and response objects, half of this function's own time on a request.
 from __future__ import annotations
 
 import base64
-import json
 import re
 import uuid
 from typing import Any
 
 from functions.observability import instrument, request_logger
 from functions.request_record import request_story
-from postbox import inputs
+from postbox import inputs, jsoncodec
 from postbox.db import RETRY_AFTER_S
 from postbox.errors import Forbidden, Invalid, LimitExceeded, NotFound, PostboxError, Unauthorized, Unavailable
 from postbox.sqs import actions, errors, identity, sigv4
@@ -43,7 +42,7 @@ def _answer(status: int, content_type: str, body: str, request_id: str,
 
 
 def _json(body: dict[str, Any]) -> str:
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    return jsoncodec.dumps(body).decode()
 
 
 def _error(error: errors.SqsError, request_id: str, in_xml: bool, headers: dict[str, str] | None = None) -> dict:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import json
 import re
 import threading
 import time
@@ -22,7 +21,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from .. import db, tenancy, wakeup
+from .. import db, jsoncodec, tenancy, wakeup
 from ..errors import LimitExceeded, NotFound, TooLarge
 from ..queues import consumers, engine
 from ..tenancy import Principal
@@ -68,10 +67,6 @@ def meta(principal: Principal, name: str) -> SqsQueue:
 
 def forget(principal: Principal, name: str) -> None:
     _meta.pop((principal.tenant_id, tenancy.project_id(principal), name), None)
-
-
-def _attribute(queue: SqsQueue, name: str) -> str:
-    return str(queue.attributes.get(name, attributes.default(name)))
 
 
 # ---- checking what a send names ----------------------------------------------------------------
@@ -196,7 +191,7 @@ def fifo_ids_given(queue: SqsQueue, entry: dict[str, Any]) -> None:
     body. SQS refuses a whole batch over an entry that does not (not that entry alone)."""
     if entry.get("MessageGroupId") is None:
         raise errors.missing_parameter("MessageGroupId")
-    if entry.get("MessageDeduplicationId") is None and _attribute(queue, "ContentBasedDeduplication") != "true":
+    if entry.get("MessageDeduplicationId") is None and queue.setting("ContentBasedDeduplication") != "true":
         raise errors.invalid_parameter("The queue should either have ContentBasedDeduplication enabled or "
                                        "MessageDeduplicationId provided explicitly")
 
@@ -222,7 +217,7 @@ def outgoing(queue: SqsQueue, principal: Principal, entry: dict[str, Any]) -> Ou
                 raise errors.invalid_parameter(f"Value {str(value)[:128]} for parameter {parameter} is invalid. "
                                                "Reason: 1-128 printable ASCII characters without spaces.")
         sqs["g"], sqs["d"] = group, dedup
-        key = f"{group}\x00{dedup}" if _attribute(queue, "DeduplicationScope") == "messageGroup" else dedup
+        key = f"{group}\x00{dedup}" if queue.setting("DeduplicationScope") == "messageGroup" else dedup
     else:
         if dedup is not None:
             raise errors.invalid_parameter("Value for parameter MessageDeduplicationId is invalid. Reason: The request "
@@ -236,15 +231,14 @@ def outgoing(queue: SqsQueue, principal: Principal, entry: dict[str, Any]) -> Ou
         sqs["a"] = attrs
     if system:
         sqs["t"] = system["AWSTraceHeader"]["StringValue"]
-    queue_delay = int(_attribute(queue, "DelaySeconds"))
     if delay is None or queue.fifo:
-        delay = queue_delay
+        delay = queue.delay
     return Outgoing(body, attrs, system, float(delay), {"sqs": sqs}, size, key)
 
 
 def within_size(queue: SqsQueue, m: Outgoing) -> Outgoing:
     """The message, when it fits the queue's MaximumMessageSize (a batch's total is checked first)."""
-    limit = int(_attribute(queue, "MaximumMessageSize"))
+    limit = queue.max_message_size
     if m.size > limit:
         raise errors.invalid_parameter(f"One or more parameters are invalid. Reason: Message must be shorter than "
                                        f"{limit} bytes.")
@@ -281,11 +275,11 @@ def _send(principal: Principal, queue: SqsQueue, name: str, batch: list[Outgoing
 
 
 def db_json_string(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)
+    return jsoncodec.dumps(text).decode()
 
 
 def db_json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return jsoncodec.dumps(value).decode()
 
 
 def _sent(m: Outgoing, msg_id: int, fifo: bool) -> dict[str, Any]:
@@ -421,26 +415,58 @@ def _wanted_attributes(request: dict[str, Any]) -> Callable[[str], bool]:
     return lambda name: name in exact or (bool(prefixes) and name.startswith(prefixes))
 
 
+def _stored(headers: Any) -> dict[str, Any]:
+    """What a send through SQS kept in the message's headers (`sqs`): sender, trace header, group,
+    deduplication id and attributes. Headers are the queues API's too, where a sender may write any
+    JSON under `sqs`: a part not of the shape SQS wrote is left out rather than answered."""
+    sqs = headers.get("sqs") if isinstance(headers, dict) else None
+    if not isinstance(sqs, dict):
+        return {}
+    kept = {k: v for k, v in sqs.items() if k in _STORED_TEXTS and isinstance(v, str)}
+    if "a" in sqs:
+        attrs = sqs["a"]
+        if isinstance(attrs, dict) and len(attrs) <= MAX_ATTRIBUTES and all(map(_stored_value, attrs.values())):
+            kept["a"] = attrs
+    return kept
+
+
+_STORED_TEXTS = ("s", "t", "g", "d", "fg")
+
+
+def _stored_value(value: Any) -> bool:
+    """A message attribute as a send through SQS keeps one (so its digest can be computed)."""
+    if not isinstance(value, dict) or not isinstance(value.get("DataType"), str):
+        return False
+    if "BinaryValue" not in value:
+        return isinstance(value.get("StringValue"), str)
+    try:
+        base64.b64decode(value["BinaryValue"], validate=True)
+    except (binascii.Error, ValueError, TypeError):
+        return False
+    return True
+
+
 def _received(queue: SqsQueue, principal: Principal, row: dict[str, Any], system: set[str],
               wanted: Callable[[str], bool]) -> dict[str, Any]:
     body = row["body"] if isinstance(row["body"], str) else db_json(row["body"])
-    sqs = (row.get("h") or {}).get("sqs") or {} if isinstance(row.get("h"), dict) else {}
+    sqs = _stored(row.get("h"))
     out: dict[str, Any] = {"MessageId": message_id(row["id"]), "ReceiptHandle": receipt(queue.id, row["id"], row["n"]),
                            "MD5OfBody": digests.body_md5(body), "Body": body}
-    values = {
-        "ApproximateReceiveCount": str(row["n"]),
-        "ApproximateFirstReceiveTimestamp": str(int(row["first"] * 1000)),
-        "SentTimestamp": str(int(row["sent"] * 1000)),
-        "SenderId": sqs.get("s") or principal.key_id,
-        "AWSTraceHeader": sqs.get("t"),
-        "MessageDeduplicationId": sqs.get("d") if queue.fifo else None,
-        "MessageGroupId": sqs.get("g") if queue.fifo else sqs.get("fg"),
-        "SequenceNumber": sequence_number(row["id"]) if queue.fifo else None,
-    }
-    picked = {k: v for k, v in values.items() if k in system and v is not None}
-    if picked:
-        out["Attributes"] = picked
-    attrs = {k: v for k, v in (sqs.get("a") or {}).items() if wanted(k)}
+    if system:  # most receives ask for none
+        values = {
+            "ApproximateReceiveCount": str(row["n"]),
+            "ApproximateFirstReceiveTimestamp": str(int(row["first"] * 1000)),
+            "SentTimestamp": str(int(row["sent"] * 1000)),
+            "SenderId": sqs.get("s") or principal.key_id,
+            "AWSTraceHeader": sqs.get("t"),
+            "MessageDeduplicationId": sqs.get("d") if queue.fifo else None,
+            "MessageGroupId": sqs.get("g") if queue.fifo else sqs.get("fg"),
+            "SequenceNumber": sequence_number(row["id"]) if queue.fifo else None,
+        }
+        picked = {k: v for k, v in values.items() if k in system and v is not None}
+        if picked:
+            out["Attributes"] = picked
+    attrs = {k: v for k, v in sqs["a"].items() if wanted(k)} if "a" in sqs else None
     if attrs:
         out["MessageAttributes"] = attrs
         out["MD5OfMessageAttributes"] = digests.attributes_md5(attrs)
@@ -463,7 +489,7 @@ def receive(principal: Principal, name: str, request: dict[str, Any]) -> dict[st
     system, wanted = _wanted_system(request), _wanted_attributes(request)
     queue = meta(principal, name)
     if wait is None:
-        wait = int(_attribute(queue, "ReceiveMessageWaitTimeSeconds"))
+        wait = int(queue.setting("ReceiveMessageWaitTimeSeconds"))
     args = (principal.tenant_id, tenancy.project_id(principal), name, qty, vt, attempt_id)
     channels = [wakeup.channel(wakeup.QUEUE, queue.id)]
 

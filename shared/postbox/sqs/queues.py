@@ -5,6 +5,7 @@ here with the reason."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -32,6 +33,19 @@ class SqsQueue:
     visibility_timeout: int
     max_reads: int | None
     dead_letter_queue_id: int | None
+
+    def setting(self, name: str) -> str:
+        """An attribute as SQS answers it: as set, else SQS's default."""
+        return str(self.attributes.get(name, attributes.default(name)))
+
+    @functools.cached_property
+    def delay(self) -> int:
+        """DelaySeconds, read by every message a send names (so once per queue looked up)."""
+        return int(self.setting("DelaySeconds"))
+
+    @functools.cached_property
+    def max_message_size(self) -> int:
+        return int(self.setting("MaximumMessageSize"))
 
 
 def check_name(name: object, fifo: bool) -> str:
