@@ -19,7 +19,7 @@ from sqs_clients import code, error_of
 
 from functions.agents import sqs_move_tasks
 from functions.local.lambda_context import LocalContext
-from postbox import db
+from postbox import db, tenancy
 from postbox.sqs import mover
 
 FREE_S = 1.1  # a task is free for the next batch a second after the last one (the start's, a run's end)
@@ -392,3 +392,35 @@ def test_two_starts_at_once_make_one_task(sqs, gateway, mint, tenant):
         t.join(60)
     assert sorted(outcomes) == ["AWS.SimpleQueueService.UnsupportedOperation", "started"]
     assert len(sqs.list_message_move_tasks(SourceArn=arn(sqs, dlq), MaxResults=10)["Results"]) == 1
+
+
+def test_a_move_into_a_fifo_queue_waits_for_its_groups_turn(sqs, client_for, tenant):
+    """Deterministic: a send of group G to the destination held open in a transaction (its id drawn,
+    not committed); a move of G's messages into it meanwhile must wait for that send, so nothing of G
+    is received before the held message, and G's SequenceNumbers only grow."""
+    fifo = {"FifoQueue": "true"}
+    dlq = sqs.create_queue(QueueName="parked.fifo", Attributes=fifo)["QueueUrl"]
+    sqs.create_queue(QueueName="parked-src.fifo", Attributes={**fifo, "RedrivePolicy": json.dumps(
+        {"deadLetterTargetArn": arn(sqs, dlq), "maxReceiveCount": 1})})
+    to = sqs.create_queue(QueueName="to.fifo", Attributes=fifo)["QueueUrl"]
+    sqs.send_message(QueueUrl=dlq, MessageBody="moved", MessageGroupId="G", MessageDeduplicationId="moved")
+    consumer = client_for("write")
+    started: dict = {}
+    headers = json.dumps({"sqs": {"s": "test", "g": "G", "d": "held"}})
+    with db.transaction() as conn:
+        conn.execute("SELECT * FROM sqs_send(%s, %s, %s, %s::text[], %s::int[], %s::float8[], %s::jsonb[], %s::text[])",
+                     (tenant.tenant_id, tenancy.project_id(tenant.principal), "to.fifo", ['"held"'], [6], [0.0],
+                      [headers], ["held"]))
+        mover_thread = threading.Thread(target=lambda: started.update(sqs.start_message_move_task(
+            SourceArn=arn(sqs, dlq), DestinationArn=arn(sqs, to))))
+        mover_thread.start()
+        time.sleep(1.5)  # the start's first batch has had time to move, were it not waiting for the send
+        early = consumer.receive_message(QueueUrl=to, MaxNumberOfMessages=10, VisibilityTimeout=0).get("Messages", [])
+        assert [m["Body"] for m in early] == []  # "moved" handed out before "held" was even sent
+        assert mover_thread.is_alive()
+    mover_thread.join(30)
+    assert started["TaskHandle"]
+    got = consumer.receive_message(QueueUrl=to, MaxNumberOfMessages=10, AttributeNames=["All"])["Messages"]
+    assert [m["Body"] for m in got] == ["held", "moved"]
+    numbers = [int(m["Attributes"]["SequenceNumber"]) for m in got]
+    assert numbers == sorted(numbers)

@@ -3,12 +3,27 @@
 -- sqs_fifo_attempt when the receive names a ReceiveRequestAttemptId) and a change of visibility
 -- by receipt; a delete is the queues API's own (queue_delete). Errors a caller may hit are PB-class SQLSTATEs.
 
+-- A FIFO group's turn to take new message ids: a transaction-level lock for each (queue, message
+-- group) of the messages about to be inserted (p_queues[i] receives the message with p_headers[i]),
+-- taken in lock-key order so two inserts never wait on each other crosswise. Whatever inserts into a
+-- FIFO queue (a send, a move task's batch) takes it before its ids are drawn: a group's ids are then
+-- drawn and committed in one order, and a receive never hands out a group's later message while an
+-- earlier one is still being inserted (its SequenceNumbers only grow). Messages with no group (sent
+-- to standard queues) take none.
+CREATE OR REPLACE FUNCTION sqs_group_locks(p_queues bigint[], p_headers jsonb[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_key int;
+BEGIN
+    FOR v_key IN SELECT DISTINCT hashtext(u.q || ':' || (u.h->'sqs'->>'g')) FROM unnest(p_queues, p_headers) u(q, h)
+                 WHERE u.h->'sqs'->>'g' IS NOT NULL ORDER BY 1 LOOP
+        PERFORM pg_advisory_xact_lock(x'5347'::int, v_key);  -- "SG"
+    END LOOP;
+END $$;
+
 -- Send: entries with a deduplication id (FIFO) that was seen in the last five minutes are not sent
 -- again; each answers the id of the message its first sending made (`duplicate` true).
--- A FIFO send first takes a transaction-level lock for each message group it sends to (in lock-key
--- order, so two batches never wait on each other crosswise): a group's ids are then drawn and
--- committed in one order, and a receive never hands out a group's later message while an earlier
--- one is still being sent (its SequenceNumbers only grow). Standard queues' sends take no lock.
+-- A FIFO send first takes its groups' turns (sqs_group_locks). Standard queues' sends take no lock.
 CREATE OR REPLACE FUNCTION sqs_send(
     p_tenant uuid, p_project uuid, p_name text,
     p_messages text[], p_sizes int[], p_delays float8[], p_headers jsonb[], p_dedup text[]
@@ -23,7 +38,6 @@ DECLARE
     v_dup boolean[] := array_fill(false, ARRAY[v_n]);
     v_kick bigint;
     v_new boolean;
-    v_group int;
 BEGIN
     q := queue_find(p_tenant, p_project, p_name);
     IF p_dedup IS NULL THEN
@@ -35,10 +49,7 @@ BEGIN
     DELETE FROM sqs_dedup WHERE ctid = ANY (ARRAY(
         SELECT ctid FROM sqs_dedup WHERE queue_id = q.id AND expires_at <= clock_timestamp()
         LIMIT 100 FOR UPDATE SKIP LOCKED));
-    FOR v_group IN SELECT DISTINCT hashtext(q.id || ':' || (h->'sqs'->>'g')) FROM unnest(p_headers) h
-                   WHERE h->'sqs'->>'g' IS NOT NULL ORDER BY 1 LOOP
-        PERFORM pg_advisory_xact_lock(x'5347'::int, v_group);  -- "SG"
-    END LOOP;
+    PERFORM sqs_group_locks(array_fill(q.id, ARRAY[v_n]), p_headers);
     FOR i IN 1 .. v_n LOOP
         v_found := nextval('queue_msg_id_seq');
         v_new := true;

@@ -29,6 +29,9 @@ DECLARE
     v_want int;
     v_n int;
     v_into bigint[];
+    v_ids bigint[];
+    v_dests bigint[];
+    v_headers jsonb[];
 BEGIN
     SELECT * INTO t FROM sqs_move_tasks WHERE task_handle = p_task FOR UPDATE;
     IF NOT FOUND OR t.status NOT IN ('RUNNING', 'CANCELLING') THEN
@@ -49,14 +52,21 @@ BEGIN
         RETURN;
     END IF;
     v_want := greatest(least(p_limit, t.to_move - t.moved), 0);
-    WITH picked AS (  -- sqs_move_movable's messages, taken as they are locked (a held one is passed over)
-        SELECT m.queue_id, m.msg_id FROM queue_messages m
+    -- sqs_move_movable's messages, locked as they are taken (a held one is passed over); then the
+    -- turns of their groups in the queues they go to (sqs_group_locks: a move into a FIFO queue draws
+    -- a group's ids in turn with its sends), before the moves touch anything else.
+    SELECT coalesce(array_agg(c.msg_id), '{}'), coalesce(array_agg(c.dest), '{}'), coalesce(array_agg(c.headers), '{}')
+    INTO v_ids, v_dests, v_headers
+    FROM (
+        SELECT m.msg_id, coalesce(t.destination_id, m.dead_from) AS dest, m.headers FROM queue_messages m
         WHERE m.queue_id = t.source_id AND m.vt <= clock_timestamp()
           AND (t.destination_id IS NOT NULL OR EXISTS (SELECT 1 FROM queues d WHERE d.id = m.dead_from))
         ORDER BY m.msg_id LIMIT (SELECT v_want) FOR UPDATE SKIP LOCKED
-    ), taken AS (
-        DELETE FROM queue_messages m USING picked p
-        WHERE m.queue_id = p.queue_id AND m.msg_id = p.msg_id
+    ) c;
+    PERFORM sqs_group_locks(v_dests, v_headers);
+    WITH taken AS (
+        DELETE FROM queue_messages m
+        WHERE m.queue_id = t.source_id AND m.msg_id = ANY (v_ids)
         RETURNING m.msg_id, m.enqueued_at, m.message, m.headers, m.size, m.dead_from
     ), placed AS (
         INSERT INTO queue_messages (queue_id, vt, enqueued_at, message, headers, size)
