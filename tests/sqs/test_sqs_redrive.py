@@ -5,6 +5,7 @@ dead letters back to their source."""
 from __future__ import annotations
 
 import json
+import time
 
 from sqs_clients import code, error_of
 
@@ -25,12 +26,17 @@ def test_messages_received_max_receive_count_times_move_to_the_dead_letter_queue
     sqs.send_message(QueueUrl=src, MessageBody="poison", MessageAttributes={"k": {"DataType": "String",
                                                                                "StringValue": "v"}})
     for _ in range(2):
-        (m,) = sqs.receive_message(QueueUrl=src, VisibilityTimeout=0)["Messages"]
+        (m,) = sqs.receive_message(QueueUrl=src, VisibilityTimeout=0, AttributeNames=["All"])["Messages"]
         assert m["Body"] == "poison"
+    time.sleep(0.05)
     assert "Messages" not in sqs.receive_message(QueueUrl=src)  # the third receive dead-letters it
     (dead,) = sqs.receive_message(QueueUrl=dlq, MessageAttributeNames=["All"], AttributeNames=["All"])["Messages"]
     assert dead["Body"] == "poison" and dead["MessageAttributes"]["k"]["StringValue"] == "v"
     assert dead["Attributes"]["ApproximateReceiveCount"] == "1"
+    # a standard queue's dead letter keeps its message id and when it was sent (its retention runs on)
+    assert dead["MessageId"] == m["MessageId"]
+    assert dead["Attributes"]["SentTimestamp"] == m["Attributes"]["SentTimestamp"]
+    time.sleep(0.05)
     assert sqs.list_dead_letter_source_queues(QueueUrl=dlq)["queueUrls"] == [src]
     # the move task sends dead letters back to the queue they came from
     sqs.change_message_visibility(QueueUrl=dlq, ReceiptHandle=dead["ReceiptHandle"], VisibilityTimeout=0)
@@ -40,6 +46,9 @@ def test_messages_received_max_receive_count_times_move_to_the_dead_letter_queue
     assert task["Status"] == "COMPLETED" and task["ApproximateNumberOfMessagesMoved"] == 1
     (back,) = sqs.receive_message(QueueUrl=src, AttributeNames=["All"])["Messages"]
     assert back["Body"] == "poison" and back["Attributes"]["ApproximateReceiveCount"] == "1"
+    # redriven, it is a new message: a new id, sent now (its retention starts again), as SQS has it
+    assert back["MessageId"] != dead["MessageId"]
+    assert int(back["Attributes"]["SentTimestamp"]) > int(dead["Attributes"]["SentTimestamp"])
     # clearing the policy
     sqs.set_queue_attributes(QueueUrl=src, Attributes={"RedrivePolicy": ""})
     assert "Attributes" not in sqs.get_queue_attributes(QueueUrl=src, AttributeNames=["RedrivePolicy"])
@@ -90,9 +99,26 @@ def test_a_fifo_queue_dead_letters_onto_a_fifo_queue(sqs):
     })["QueueUrl"]
     sqs.send_message(QueueUrl=src, MessageBody="first", MessageGroupId="g")
     sqs.send_message(QueueUrl=src, MessageBody="second", MessageGroupId="g")
-    (m,) = sqs.receive_message(QueueUrl=src, VisibilityTimeout=0)["Messages"]
+    (m,) = sqs.receive_message(QueueUrl=src, VisibilityTimeout=0, AttributeNames=["All"])["Messages"]
     assert m["Body"] == "first"
+    time.sleep(0.05)
     got = sqs.receive_message(QueueUrl=src, MaxNumberOfMessages=10)["Messages"]
     assert [x["Body"] for x in got] == ["second"]  # "first" went to the dead-letter queue
     (dead,) = sqs.receive_message(QueueUrl=dlq, AttributeNames=["All"])["Messages"]
     assert dead["Body"] == "first" and dead["Attributes"]["MessageGroupId"] == "g"
+    # as SQS moves a FIFO queue's dead letter: sent anew, deduplicated by its own message id
+    assert dead["MessageId"] == m["MessageId"]
+    assert m["Attributes"]["MessageDeduplicationId"] != m["MessageId"]
+    assert dead["Attributes"]["MessageDeduplicationId"] == m["MessageId"]
+    assert int(dead["Attributes"]["SentTimestamp"]) > int(m["Attributes"]["SentTimestamp"])
+
+
+def test_sqls_message_ids_are_the_ones_answered(database_url):
+    from postbox import db
+    from postbox.sqs.messages import message_id
+
+    ids = [1, 255, 123_456_789, 2**62 + 7, 2**63 - 1]
+    with db.connection() as conn:
+        got = conn.execute("SELECT array_agg(sqs_message_id(i) ORDER BY n) FROM unnest(%s::bigint[]) WITH ORDINALITY"
+                           " u(i, n)", (ids,)).fetchone()[0]
+    assert got == [message_id(i) for i in ids]

@@ -86,10 +86,20 @@ BEGIN
     END LOOP;
 END $$;
 
+-- A message's id as SQS answers it (MessageId): 5b0c, then the id in hex, in a UUID's form. The
+-- receive answers it from the id itself; this is for what SQL writes into a message.
+CREATE OR REPLACE FUNCTION sqs_message_id(p_id bigint) RETURNS text LANGUAGE sql IMMUTABLE AS $$
+    SELECT substr(h, 1, 8) || '-' || substr(h, 9, 4) || '-' || substr(h, 13, 4) || '-' || substr(h, 17, 4) || '-'
+           || substr(h, 21, 12)
+    FROM (SELECT '5b0c' || lpad(to_hex(p_id), 28, '0') AS h) x
+$$;
+
 -- A FIFO queue's claim: messages in id order, none of whose group has an earlier message in flight
 -- or delayed, so a group's messages go out in order and one receive at a time holds a group.
 -- Claims of one queue take turns (a transaction-level advisory lock): each sees what the last
--- committed. Messages read max_reads times are dead-lettered instead (queue_dead_letter).
+-- committed. Messages read max_reads times are dead-lettered instead (queue_dead_letter), as SQS
+-- moves a FIFO queue's: sent anew (the dead-letter queue's retention counts from the move) and, their
+-- deduplication id being the source queue's, deduplicated by their own message id instead.
 DROP FUNCTION IF EXISTS sqs_fifo_claim(bigint, int, float8, int, bigint);
 CREATE OR REPLACE FUNCTION sqs_fifo_claim(p_queue bigint, p_qty int, p_vt float8, p_max_reads int, p_dlq bigint)
 RETURNS TABLE (r_msg_id bigint, r_read_ct int, r_enqueued_at float8, r_vt float8, r_message jsonb, r_headers jsonb,
@@ -114,6 +124,13 @@ BEGIN
     ) c;
     IF cardinality(v_dead) > 0 THEN
         PERFORM queue_dead_letter(p_queue, v_dead, p_dlq);
+    END IF;
+    IF cardinality(v_dead) > 0 AND p_dlq IS NOT NULL THEN
+        UPDATE queue_messages m
+        SET enqueued_at = clock_timestamp(),
+            headers = CASE WHEN jsonb_typeof(m.headers->'sqs') = 'object' AND m.headers->'sqs' ? 'd'
+                           THEN jsonb_set(m.headers, '{sqs,d}', to_jsonb(sqs_message_id(m.msg_id))) ELSE m.headers END
+        WHERE m.queue_id = p_dlq AND m.msg_id = ANY (v_dead);
     END IF;
     IF cardinality(v_live) > 0 THEN
         RETURN QUERY

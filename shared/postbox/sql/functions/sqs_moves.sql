@@ -19,6 +19,8 @@ $$;
 
 -- One batch of task p_task: up to p_limit of the source's visible messages, in id order, each to
 -- the destination or to the queue it was dead-lettered from (a message whose queue is gone stays).
+-- A moved message is a new one there (a new id, sent now: its retention starts again), as SQS's
+-- redrive makes it.
 -- Batches of one task take turns on the task's row; messages a receive holds are skipped, not
 -- waited for. Answers how many moved and whether the task is still running. A CANCELLING task
 -- ends CANCELLED here; one whose destination is gone ends FAILED.
@@ -69,9 +71,8 @@ BEGIN
         WHERE m.queue_id = t.source_id AND m.msg_id = ANY (v_ids)
         RETURNING m.msg_id, m.enqueued_at, m.message, m.headers, m.size, m.dead_from
     ), placed AS (
-        INSERT INTO queue_messages (queue_id, vt, enqueued_at, message, headers, size)
-        SELECT coalesce(t.destination_id, x.dead_from), clock_timestamp(), x.enqueued_at, x.message, x.headers,
-               x.size
+        INSERT INTO queue_messages (queue_id, vt, message, headers, size)  -- sent anew, as SQS's redrive has it
+        SELECT coalesce(t.destination_id, x.dead_from), clock_timestamp(), x.message, x.headers, x.size
         FROM taken x ORDER BY x.msg_id
         RETURNING queue_id
     )
