@@ -1,6 +1,6 @@
 """SQS's face against Postbox's own queues API, the same workload over HTTP in one run.
 
-    .venv/bin/python bench/sqs.py [--quick] [--fast] [--threads]
+    .venv/bin/python bench/sqs.py [--quick] [--fast] [--threads] [--queues-client-cpu MS]
 
 Every side runs through `postbox dev` (its gateway worker processes) on one embedded PostgreSQL:
 boto3's send_message_batch(10), then receive_message(10) + delete_message_batch, against the queues
@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import io
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -132,13 +133,18 @@ def _md5(text: str) -> str:
 
 
 class QueuesClient:
-    def __init__(self, base: str, key: str, name: str) -> None:
+    def __init__(self, base: str, key: str, name: str, extra_cpu_s: float = 0.0) -> None:
         import httpx
 
         self.http = httpx.Client(base_url=base, headers={"apikey": key}, timeout=60)
         self.path = f"/api/v1/queues/{name}"
+        self.extra_cpu_s = extra_cpu_s
 
     def _post(self, op: str, body: dict) -> Any:
+        if self.extra_cpu_s:  # --queues-client-cpu: a client as heavy as boto3, to see what that costs the server
+            spin_until = time.thread_time() + self.extra_cpu_s
+            while time.thread_time() < spin_until:
+                pass
         response = self.http.post(f"{self.path}/{op}", json=body)
         response.raise_for_status()
         return response.json()
@@ -220,7 +226,7 @@ def main() -> None:
             sqs_url = SqsClient(gateway.url, credential, "").sqs.create_queue(QueueName="face")["QueueUrl"]
             sides = {"SQS": lambda: SqsClient(gateway.url, credential, sqs_url),
                      "SQS, httpx": lambda: SignedJsonClient(gateway.url, credential, sqs_url),
-                     "queues API": lambda: QueuesClient(gateway.url, key, "native")}
+                     "queues API": lambda: QueuesClient(gateway.url, key, "native", args.queues_client_cpu / 1000)}
             figures: dict[tuple[str, str], float] = {}
             cpu: dict[tuple[str, str], list[dict[str, float]]] = {}
             with contextlib.redirect_stdout(io.StringIO()):
@@ -276,6 +282,9 @@ def main() -> None:
     def options(parser) -> None:
         parser.add_argument("--threads", action="store_true",
                             help="the clients as threads of this process instead of processes of their own")
+        parser.add_argument("--queues-client-cpu", type=float, default=0.0, metavar="MS",
+                            help="the queues API's client spends MS ms of CPU before each call (0.4 stands in for "
+                                 "boto3's extra Python): the ratios when both sides' clients cost alike")
 
     common.bench_main(__doc__, CLIENTS, run, "4,000 messages instead of 40,000", options)
 
