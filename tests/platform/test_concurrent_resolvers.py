@@ -9,7 +9,6 @@ the routing context are each request's own."""
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 
@@ -23,6 +22,7 @@ from functions.local.invoke import entry_point
 from functions.local.lambda_context import LocalContext
 from functions.routes import FUNCTIONS
 from support.events import api_event
+from support.interleaved import run_interleaved, switching_often
 
 THREADS = 12
 RESOLVED = sorted(f for f, dotted in FUNCTIONS.items() if resolver_of(dotted) is not None)
@@ -42,10 +42,8 @@ class SlowFrame(api_gateway.MiddlewareFrame):
 def racy(monkeypatch):
     """Frames slow to make, and the interpreter switching threads as often as it can."""
     monkeypatch.setattr(api_gateway, "MiddlewareFrame", SlowFrame)
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    yield
-    sys.setswitchinterval(before)
+    with switching_often():
+        yield
 
 
 def _unbuilt(resolver) -> list:
@@ -193,16 +191,7 @@ def test_two_tenants_interleaved_on_one_resolver_see_only_their_own_request(func
                 continue
             seen.append((tenant, context.aws_request_id, json.loads(result["body"])))
 
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=tenant_requests, args=(t,)) for t in ("tenant-a", "tenant-b")]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
-    finally:
-        sys.setswitchinterval(before)
+    run_interleaved(tenant_requests, ["tenant-a", "tenant-b"])
     assert failures == []
     assert len(seen) == 20
     for tenant, request_id, answer in seen:

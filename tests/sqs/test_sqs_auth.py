@@ -156,8 +156,7 @@ def test_another_tenants_queue_does_not_exist(gateway, sqs, make_tenant):
 def test_two_tenants_at_once_each_see_only_their_own(gateway, make_tenant):
     """The endpoint serves several requests of one process at once (a thread per connection here):
     two tenants' interleaved calls, each on queues of the same names, each answered for its caller."""
-    import sys
-    import threading
+    from support.interleaved import run_interleaved
 
     clients = {t: sqs_client(gateway.url, credentials.mint(make_tenant().tenant_id, "manage")) for t in "ab"}
     urls = {t: c.create_queue(QueueName="shared-name")["QueueUrl"] for t, c in clients.items()}
@@ -178,16 +177,7 @@ def test_two_tenants_at_once_each_see_only_their_own(gateway, make_tenant):
         except Exception as error:  # reported below, by thread
             failures.append(f"{t}: {error!r}")
 
-    before = sys.getswitchinterval()
-    sys.setswitchinterval(1e-6)
-    try:
-        threads = [threading.Thread(target=calls, args=(t,)) for t in clients]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(120)
-    finally:
-        sys.setswitchinterval(before)
+    run_interleaved(calls, list(clients), timeout_s=120)
     assert failures == []
     for t in clients:
         assert sorted(got[t]) == sorted(f"{t}-{n}" for n in range(15))

@@ -1,0 +1,30 @@
+"""Threads that interleave as finely as the interpreter allows: a race between requests served by one
+process shows on every run rather than rarely."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import threading
+from collections.abc import Callable, Iterator
+
+
+@contextlib.contextmanager
+def switching_often() -> Iterator[None]:
+    """The interpreter switching threads as often as it can, for the block."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        yield
+    finally:
+        sys.setswitchinterval(before)
+
+
+def run_interleaved(target: Callable[[str], None], names: list[str], timeout_s: float = 60) -> None:
+    """`target(name)` on a thread per name, all at once, switching as often as the interpreter can."""
+    with switching_often():
+        threads = [threading.Thread(target=target, args=(name,)) for name in names]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout_s)
