@@ -36,12 +36,14 @@ def sweep(batch: int = 5000, budget_s: float = 20.0) -> int:
 
 def in_batches(statement: str, batch: int, budget_s: float) -> int:
     """Run a statement that deletes at most %(batch)s rows, one transaction each time, until it
-    deletes fewer or the budget is spent; the rows deleted in all."""
+    deletes none or the budget is spent; the rows deleted in all. A pass that deletes fewer than a
+    batch is not the end: the rows it skipped may be held by an overlapping sweep that is deleting
+    them, with more behind them (stopping there, two sweeps could each leave the rest to the other)."""
     deleted, deadline = 0, time.monotonic() + budget_s
     while time.monotonic() < deadline:
         with db.transaction() as conn:
             n = conn.execute(statement, {"batch": batch}).rowcount
         deleted += n
-        if n < batch:
+        if n == 0:
             break
     return deleted

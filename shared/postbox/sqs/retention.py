@@ -36,5 +36,5 @@ DELETE FROM queue_messages m USING doomed d WHERE m.queue_id = d.queue_id AND m.
 
 def sweep(batch: int = 1000, budget_s: float = 20.0) -> int:
     """Delete waiting messages past their queue's MessageRetentionPeriod, a batch per transaction,
-    until a pass finds fewer than `batch` or the budget is spent."""
+    until a pass finds none or the budget is spent."""
     return in_batches(_EXPIRE, batch, budget_s)
