@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from postbox import tenancy
+from postbox.queues import catalog, service
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ["README.md", *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md"))]
@@ -48,6 +49,9 @@ def test_walkthrough_runs_as_written(doc, gateway, database_url, tmp_path):
     account = f"docs-{uuid.uuid4().hex[:8]}"
     tenant_id = tenancy.create_tenant(account, plan="pro")
     key = tenancy.create_key(tenant_id, "manage").key
+    # Messages sent before the walk-through: its queues' ids are never the first ones, as on a server in use.
+    service.create_queue(tenancy.resolve_key(key), "earlier", {})
+    service.send_messages(tenancy.resolve_key(key), "earlier", [1, 2, 3])
     env = {
         **os.environ,
         "URL": gateway.url,
@@ -60,3 +64,6 @@ def test_walkthrough_runs_as_written(doc, gateway, database_url, tmp_path):
     script.write_text(PRELUDE + walkthrough(doc))
     run = subprocess.run(["bash", str(script)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert run.returncode == 0, f"{doc} failed:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
+    if doc == "README.md":  # its archive step archived what its reads returned (ids it cannot know ahead)
+        welcome = catalog.get_queue(tenancy.resolve_key(key), "welcome")["metrics"]
+        assert (welcome["archived"], welcome["queue_length"]) == (3, 1), welcome  # 1: its CLI's send
