@@ -128,6 +128,7 @@ def instrument(service: str, request_id_prefix: str = "", *, resolve_keys: bool 
                 if tenant:
                     logger.thread_safe_append_keys(tenant=tenant)
                 result = inner(event, context)
+                tenant = tenant or request_keys(event)[1]  # a function that checks its own callers (SQS)
                 if isinstance(result, dict) and isinstance(result.get("statusCode"), int):
                     status = result["statusCode"]
             except Exception:  # the function failed (API Gateway answers its own 500): a line with the id

@@ -142,3 +142,29 @@ def test_postbox_dev_workers_each_write_their_requests_to_stderr(database_url, t
     seen = [(f["method"], f["path"], f["status"], f["tenant"]) for f in logged]
     assert ("GET", "/api/v1/queues/ready-probe", "401", "-") in seen
     assert ("GET", "/api/v1/queues", "200", "dev") in seen
+
+
+def test_a_signed_sqs_request_logs_its_tenant(logged_gateway, tenant):
+    """The SQS endpoint checks its own callers (SigV4, no key): its lines name the tenant the
+    signature resolved to, and `-` for a request it could not tie to one."""
+    import boto3
+    from botocore.config import Config
+    from botocore.exceptions import ClientError
+
+    from postbox.sqs import credentials
+
+    def sqs_client(credential: dict):
+        return boto3.session.Session().client(
+            "sqs", endpoint_url=f"{server.url}/sqs", region_name="us-east-1",
+            aws_access_key_id=credential["access_key_id"], aws_secret_access_key=credential["secret_access_key"],
+            config=Config(retries={"max_attempts": 1, "mode": "standard"}))
+
+    server, lines = logged_gateway
+    sqs = sqs_client(credentials.mint(tenant.tenant_id, "manage"))
+    sqs.create_queue(QueueName="signed")
+    stranger = sqs_client({"access_key_id": "PBSQAAAAAAAAAAAAAAAA", "secret_access_key": "x"})
+    with pytest.raises(ClientError):
+        stranger.list_queues()
+    fields = [_fields(line) for line in lines]
+    assert [(f["path"], f["status"], f["tenant"]) for f in fields] == [
+        ("/sqs", "200", tenancy.tenant_name(tenant.tenant_id)), ("/sqs", "403", "-")]

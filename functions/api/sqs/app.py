@@ -91,6 +91,14 @@ def _body(event: dict[str, Any]) -> bytes:
         raise errors.malformed("The request body could not be read.") from None
 
 
+def _record_caller(event: dict[str, Any], tenant_id: str) -> None:
+    """The tenant the signature resolved to, where a surface function's key check writes its answer
+    (`requestContext.authorizer.lambda`), so the request's record and the local request log name it."""
+    context = event.get("requestContext")
+    if isinstance(context, dict):
+        context["authorizer"] = {"lambda": {"authenticated": "true", "tenant_id": tenant_id}}
+
+
 def _serve(event: dict[str, Any], method: str, headers: dict[str, str], query_string: str, speaks_query: bool,
            request_id: str) -> dict[str, Any]:
     body = _body(event)
@@ -99,6 +107,7 @@ def _serve(event: dict[str, Any], method: str, headers: dict[str, str], query_st
         raise errors.missing_parameter("X-Amz-Target")
     request = sigv4.Request(method, event.get("rawPath") or "/", query_string, headers, body)
     principal = actions.authenticate(request)
+    _record_caller(event, principal.tenant_id)
     target_queue = None
     target = event.get("pathParameters") or {}
     if "queue" in target:  # another account's queue URL names no queue of the caller's
