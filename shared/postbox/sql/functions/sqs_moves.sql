@@ -69,7 +69,7 @@ BEGIN
     WITH taken AS (
         DELETE FROM queue_messages m
         WHERE m.queue_id = t.source_id AND m.msg_id = ANY (v_ids)
-        RETURNING m.msg_id, m.enqueued_at, m.message, m.headers, m.size, m.dead_from
+        RETURNING m.msg_id, m.message, m.headers, m.size, m.dead_from
     ), placed AS (
         INSERT INTO queue_messages (queue_id, vt, message, headers, size)  -- sent anew, as SQS's redrive has it
         SELECT coalesce(t.destination_id, x.dead_from), clock_timestamp(), x.message, x.headers, x.size
