@@ -25,8 +25,11 @@ install: $(STAMP)
 dev: $(RUNTIME)
 	$(BIN)/postbox dev
 
+# The suite on TEST_WORKERS processes (one per core by default), each on its own embedded PostgreSQL;
+# a test module stays on one worker, so its module fixtures are built once.
+TEST_WORKERS ?= auto
 test: install browser
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # Debian's Chromium for the web console's browser tests (Playwright drives it: no browser download).
 # Installed once with apt when missing (root, as CI runs); without apt the browser tests are skipped.

@@ -150,11 +150,13 @@ def test_backlog_cap_answers_429_until_subscriptions_catch_up(tenant):
 
 def test_retention_removes_rows_and_segments(tenant):
     p = tenant.principal
-    service.create_stream(p, "short", None, "1s", None)
+    # 3 s of retention: the fourth message must still be inside it when the sweeps run, on a loaded
+    # machine too (with 1 s, a sweep that started over a second late found all four expired).
+    service.create_stream(p, "short", None, "3s", None)
     service.create_subscription(p, "short", None, "w", max_deliveries=5, lease_ms=30_000, start="latest")
     for i in range(3):
         _publish(p, "short", payload=i, key="k")
-    old = db_now() + timedelta(milliseconds=1100)
+    old = db_now() + timedelta(milliseconds=3100)
     wait_for_db_clock(old)
     _publish(p, "short", payload=3, key="k")
     threads = [threading.Thread(target=lifecycle.sweep_retention) for _ in range(2)]
