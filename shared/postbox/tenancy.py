@@ -13,7 +13,7 @@ from datetime import datetime
 
 import psycopg
 
-from . import db, names
+from . import db, limits, names
 from .errors import Conflict, Forbidden, Invalid, NotFound, Unauthorized
 
 ROLES = ("read", "write", "manage", "anon")
@@ -193,7 +193,8 @@ def create_key(
     scopes: tuple[str, ...] = (),
     expires_at: datetime | None = None,
 ) -> IssuedKey:
-    """Issue a new key; the plain key is returned once and only its hash is stored."""
+    """Issue a new key, within the plan's keys; the plain key is returned once and only its hash is
+    stored."""
     if role not in ROLES:
         raise Invalid(f"role must be one of {', '.join(ROLES)}")
     if role == "anon" and project is None:
@@ -201,6 +202,7 @@ def create_key(
     project_id = ensure_project(tenant_id, project) if project else None
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     with db.transaction() as conn:
+        limits.check(conn, tenant_id, limits.API_KEYS)
         row = conn.execute(
             "INSERT INTO api_keys (tenant_id, project_id, name, prefix, key_hash, role, scopes, expires_at)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
