@@ -115,6 +115,22 @@ def create_tenant(name: str, plan: str = "free") -> str:
         return str(row[0])
 
 
+def set_plan(tenant: str, plan: str) -> dict:
+    """Put the tenant (a name or an id) on the plan named: its limits hold from the next request on.
+    What it already has is kept when the new plan allows less: only new creations are refused."""
+    with db.transaction() as conn:
+        if conn.execute("SELECT 1 FROM plans WHERE name = %s", (plan,)).fetchone() is None:
+            known = [r[0] for r in conn.execute("SELECT name FROM plans ORDER BY name")]
+            raise Invalid(f"no plan named {plan!r}; one of {', '.join(known)}", code="plan")
+        row = conn.execute(
+            "UPDATE tenants SET plan = %s WHERE name = %s OR id::text = %s RETURNING id::text, name",
+            (plan, tenant, tenant),
+        ).fetchone()
+    if row is None:
+        raise NotFound(f"no tenant {tenant!r}")
+    return {"tenant_id": row[0], "name": row[1], "plan": plan}
+
+
 _default_projects: dict[str, str] = {}
 
 
