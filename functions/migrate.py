@@ -2,7 +2,8 @@
 
 It is also the operator's door to a database nothing public can reach: invoked with
 `{"action": "create-tenant", "name": ..., "plan": ...}` it creates a tenant and returns its first
-`manage` key; with `{"action": "create-key", "tenant": ..., "role": ..., "project": ...}` another key.
+`manage` key; with `{"action": "create-key", "tenant": ..., "role": ..., "project": ...}` another key;
+with `{"action": "set-plan", "tenant": ..., "plan": ...}` it puts the tenant on another plan.
 
 On AWS it also holds the keys to the database roles: each run gives the application secret and the
 encryption key ring their first value if they have none and (re)applies the roles' logins, and
@@ -36,11 +37,15 @@ def _create_key(event: dict) -> dict:
     return {"key": issued.key, "key_id": issued.key_id, "role": issued.role}
 
 
+def _set_plan(event: dict) -> dict:
+    return tenancy.set_plan(event["tenant"], event["plan"])
+
+
 def _manages_secrets() -> bool:
     return bool(os.environ.get(rotation.APP_SECRET) or os.environ.get(rotation.KEYS_SECRET))
 
 
-_ACTIONS = {"create-tenant": _create_tenant, "create-key": _create_key}
+_ACTIONS = {"create-tenant": _create_tenant, "create-key": _create_key, "set-plan": _set_plan}
 
 
 @lambda_handler

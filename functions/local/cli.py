@@ -138,6 +138,8 @@ def _admin(args: argparse.Namespace) -> int:
             if tenant is None:
                 raise errors.NotFound(f"no tenant {args.tenant!r}")
             out = credentials.mint(tenant, args.role, project=args.project, name=args.name)
+        elif args.what == "tenant-plan":
+            out = tenancy.set_plan(args.tenant, args.plan)
         elif args.what == "project-create":
             tenant = tenancy.tenant_id_by_name(args.tenant)
             if tenant is None:
@@ -253,6 +255,9 @@ def parser() -> argparse.ArgumentParser:
                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     t.add_argument("name", help="the tenant's unique name (also its account in durable stream URLs)")
     t.add_argument("--plan", default="free", choices=["free", "pro", "unlimited"], help="the tenant's plan")
+    tp = what.add_parser("tenant-plan", help="put a tenant on another plan, whose limits hold from the next request on")
+    tp.add_argument("tenant", help="tenant name or id")
+    tp.add_argument("plan", help="the plan's name: free, pro, unlimited, or one added to the plans table")
     pc = what.add_parser("project-create", help="create a project in a tenant (names are unique per tenant)")
     pc.add_argument("tenant", help="tenant name")
     pc.add_argument("name", help="the project's name")

@@ -63,7 +63,8 @@ class Unprocessable(PostboxError):
 
 
 class LimitExceeded(PostboxError):
-    """A plan or quota limit (403 on most surfaces)."""
+    """A plan or quota limit (403 on most surfaces). One on how many of a kind of resource a tenant
+    holds (`postbox.limits`) has the limit's name as its code and `limit` and `value` as details."""
 
     status, code = 403, "limit_exceeded"
 

@@ -13,7 +13,7 @@ from datetime import datetime
 
 import psycopg
 
-from . import db, names
+from . import db, limits, names
 from .errors import Conflict, Forbidden, Invalid, NotFound, Unauthorized
 
 ROLES = ("read", "write", "manage", "anon")
@@ -115,6 +115,22 @@ def create_tenant(name: str, plan: str = "free") -> str:
         return str(row[0])
 
 
+def set_plan(tenant: str, plan: str) -> dict:
+    """Put the tenant (a name or an id) on the plan named: its limits hold from the next request on.
+    What it already has is kept when the new plan allows less: only new creations are refused."""
+    with db.transaction() as conn:
+        if conn.execute("SELECT 1 FROM plans WHERE name = %s", (plan,)).fetchone() is None:
+            known = [r[0] for r in conn.execute("SELECT name FROM plans ORDER BY name")]
+            raise Invalid(f"no plan named {plan!r}; one of {', '.join(known)}", code="plan")
+        row = conn.execute(
+            "UPDATE tenants SET plan = %s WHERE name = %s OR id::text = %s RETURNING id::text, name",
+            (plan, tenant, tenant),
+        ).fetchone()
+    if row is None:
+        raise NotFound(f"no tenant {tenant!r}")
+    return {"tenant_id": row[0], "name": row[1], "plan": plan}
+
+
 _default_projects: dict[str, str] = {}
 
 
@@ -193,7 +209,8 @@ def create_key(
     scopes: tuple[str, ...] = (),
     expires_at: datetime | None = None,
 ) -> IssuedKey:
-    """Issue a new key; the plain key is returned once and only its hash is stored."""
+    """Issue a new key, within the plan's keys; the plain key is returned once and only its hash is
+    stored."""
     if role not in ROLES:
         raise Invalid(f"role must be one of {', '.join(ROLES)}")
     if role == "anon" and project is None:
@@ -201,6 +218,7 @@ def create_key(
     project_id = ensure_project(tenant_id, project) if project else None
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     with db.transaction() as conn:
+        limits.check(conn, tenant_id, limits.API_KEYS)
         row = conn.execute(
             "INSERT INTO api_keys (tenant_id, project_id, name, prefix, key_hash, role, scopes, expires_at)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",

@@ -42,6 +42,17 @@ def test_admin_errors_are_one_line_and_exit_1(database_url, capsys):
     assert code == 1 and "exists" in err
 
 
+def test_tenant_plan_moves_a_tenant_to_another_plan(database_url, capsys):
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    _run(capsys, "admin", "tenant-create", name)
+    code, out, _ = _run(capsys, "admin", "tenant-plan", name, "unlimited")
+    assert code == 0 and json.loads(out)["plan"] == "unlimited"
+    code, _, err = _run(capsys, "admin", "tenant-plan", name, "platinum")
+    assert code == 1 and "no plan named 'platinum'" in err and "unlimited" in err
+    code, _, err = _run(capsys, "admin", "tenant-plan", "no-such-tenant", "pro")
+    assert code == 1 and "no tenant" in err
+
+
 def test_migrate_command_is_up_to_date(database_url, capsys):
     code, out, _ = _run(capsys, "migrate")
     assert code == 0 and "up to date" in out

@@ -24,6 +24,13 @@ def test_create_tenant_returns_a_working_manage_key(database_url):
     assert tenancy.resolve_key(key["key"]).role == "read"
 
 
+def test_set_plan_puts_a_tenant_on_another_plan(database_url):
+    name = f"ops-{uuid.uuid4().hex[:8]}"
+    handler({"action": "create-tenant", "name": name}, CTX)
+    assert handler({"action": "set-plan", "tenant": name, "plan": "pro"}, CTX)["plan"] == "pro"
+    assert "no plan named" in handler({"action": "set-plan", "tenant": name, "plan": "gold"}, CTX)["error"]
+
+
 def test_bad_actions_answer_an_error(database_url):
     assert "unknown action" in handler({"action": "drop-everything"}, CTX)["error"]
     assert "no tenant" in handler({"action": "create-key", "tenant": "nobody-here"}, CTX)["error"]

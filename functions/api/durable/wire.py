@@ -77,6 +77,8 @@ def error_response(error: PostboxError) -> Response:
     if error.status == 413:
         headers["Ursula-Max-Request-Bytes"] = str(MAX_BODY)
     code = _WIRE_CODES.get(error.code, error.code)
+    if "limit" in d:  # a plan limit, named in the protocol's case: MAX_DURABLE_STREAMS
+        code = code.upper()
     return Response(error.status, "application/json", error_body(code, error.message), headers)
 
 

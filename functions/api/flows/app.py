@@ -1,8 +1,9 @@
 """The flows surface (`/streams/v1`): query registration, state reads (and which partitions hold
 ripe windows) and the cycle commit.
 
-Errors: `{"success": false, "error": …}` (400 validation, 403 with `denied: true`, 409 naming the
-query); the ownership gate answers 404 `{"error": "not found"}`. A completed cycle is always 200.
+Errors: `{"success": false, "error": …}` (400 validation, 403 with `denied: true`, and `limit` when it
+is a plan limit, 409 naming the query); the ownership gate answers 404 `{"error": "not found"}`. A
+completed cycle is always 200.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from postbox.flows import cycle, queries, state
 
 logger, metrics, lambda_handler = instrument("flows", resolve_keys=True)
 
-_KEEP = ("denied", "query_id", "name")
+_KEEP = ("denied", "query_id", "name", "limit")
 
 
 def envelope(status: int, code: str, message: str, details: dict[str, Any]) -> dict[str, Any]:
@@ -31,6 +32,8 @@ def envelope(status: int, code: str, message: str, details: dict[str, Any]) -> d
         return {"success": False, "error": "; ".join(parts) or "invalid request body"}
     body: dict[str, Any] = {"success": False, "error": message}
     body.update({k: details[k] for k in _KEEP if k in details})
+    if "limit" in details:  # a plan limit refuses as the grant does: retrying fixes nothing
+        body["denied"] = True
     return body
 
 

@@ -54,6 +54,8 @@ def _field_errors(details: dict[str, Any]) -> list[dict[str, str]]:
 
 def envelope(status: int, code: str, message: str, details: dict[str, Any]) -> dict[str, Any]:
     code = _CODES.get(code, code)
+    if "limit" in details:  # a plan limit, named as the surface writes codes: MAX_WORK_SCOPES
+        code = code.upper()
     error: dict[str, Any] = {"code": code, "message": message or "The request is not valid.", "details": details}
     if code == "VALIDATION_ERROR":
         error["details"] = _field_errors(details)

@@ -12,6 +12,7 @@ from datetime import datetime
 
 import psycopg
 
+from postbox import limits
 from postbox.log_engine import store as log
 
 OWNER = "durable"
@@ -89,7 +90,8 @@ def insert(
     base_offset: int,
     fork_sub_offset: int,
 ) -> int:
-    """A new stream row and its log partition; returns the stream id."""
+    """A new stream row and its log partition, within the plan's streams; returns the stream id."""
+    limits.check(conn, tenant_id, limits.DURABLE_STREAMS)
     stream_id = conn.execute(
         "INSERT INTO durable_streams (tenant_id, project_id, name, content_type, incarnation, ttl_seconds,"
         " expires_at, expires_at_text, public, source_id, source_name, base_offset, fork_sub_offset)"

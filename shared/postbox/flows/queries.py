@@ -1,8 +1,8 @@
 """Query registration: idempotent on (tenant, name), where a changed operator chain is caught.
 
-Outcomes: a new name is inserted (`fresh`), after the quota gate; the same hash updates the queues
-and keeps the state; a different hash is a 409 naming the query unless `reset`, which deletes every
-state row of the query and stores the new hash.
+Outcomes: a new name is inserted (`fresh`), after the quota gate and within the plan's flows; the
+same hash updates the queues and keeps the state; a different hash is a 409 naming the query unless
+`reset`, which deletes every state row of the query and stores the new hash.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from .. import db, names, tenancy
+from .. import db, limits, names, tenancy
 from ..errors import Conflict, Invalid
 from ..partitioned.produce import uuid7
 from ..tenancy import Principal
@@ -79,6 +79,7 @@ def register(principal: Principal, name: str, source_queue: str, sink_queue: str
         found = by_name(conn, tenant, name, lock=True)
         if found is None:
             quotas.check_new_query(conn, tenant)
+            limits.check(conn, tenant, limits.FLOWS)
             inserted = conn.execute(
                 "INSERT INTO flow_queries (id, tenant_id, name, source_queue, sink_queue, config_hash)"
                 " VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (tenant_id, name) DO NOTHING RETURNING id::text",

@@ -12,7 +12,7 @@ from typing import Any
 
 import psycopg
 
-from .. import names
+from .. import limits, names
 from ..errors import Conflict, NotFound
 from ..log_engine.retry import RetryPolicy
 from .catalog import Stream
@@ -91,6 +91,7 @@ def in_flight(conn: psycopg.Connection, sub_id: int) -> int:
 
 def create(conn: psycopg.Connection, stream: Stream, name: str, max_deliveries: int, lease_ms: int) -> Subscription:
     names.SUBSCRIPTION.check(name, "name")
+    limits.check(conn, stream.tenant_id, limits.KEYED_SUBSCRIPTIONS)
     row = conn.execute(
         "INSERT INTO stream_subscriptions (stream_id, name, max_deliveries, lease_ms) VALUES (%s, %s, %s, %s)"
         f" ON CONFLICT (stream_id, name) DO NOTHING RETURNING {_COLUMNS}",

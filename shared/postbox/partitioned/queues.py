@@ -8,6 +8,7 @@ from typing import Any
 import psycopg
 
 from .. import names
+from ..db import domain_errors
 from ..errors import Invalid, NotFound
 
 MAX_PARTITION_NAME = names.PARTITION.max_length
@@ -69,16 +70,14 @@ def get(conn: psycopg.Connection, tenant_id: str, name: str) -> Queue:
 
 
 def ensure(conn: psycopg.Connection, tenant_id: str, name: str) -> Queue:
-    """The tenant's queue, created with default options on first push."""
+    """The tenant's queue, created with default options on first use, within the plan's partitioned
+    queues (SQL: pq_queue_create, which a push's creation shares). Call it in a transaction."""
     found = find(conn, tenant_id, name)
     if found is not None:
         return found
     check_name(name)
-    row = conn.execute(
-        "INSERT INTO pq_queues (tenant_id, name) VALUES (%s, %s)"
-        f" ON CONFLICT (tenant_id, name) DO UPDATE SET name = excluded.name RETURNING {_COLUMNS}",
-        (tenant_id, name),
-    ).fetchone()
+    with domain_errors():
+        row = conn.execute(f"SELECT {_COLUMNS} FROM pq_queue_create(%s, %s)", (tenant_id, name)).fetchone()
     return _queue(row)
 
 

@@ -1,13 +1,11 @@
-"""Plan limits and usage for a tenant: Python reads and checks them through the same SQL functions
-(plan_usage, plan_check) that queue_send calls, so a limit has one definition."""
+"""Plan limits and usage of a tenant's queues: Python reads them through the same SQL function
+(plan_usage) that queue_send's checks share, so a limit has one definition."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import psycopg
-
-from .. import db
 
 
 @dataclass(frozen=True)
@@ -40,8 +38,3 @@ def limits_and_usage(conn: psycopg.Connection, tenant_id: str) -> tuple[Limits, 
     row = conn.execute("SELECT * FROM plan_usage(%s)", (tenant_id,)).fetchone()
     return Limits(*row[:5]), Usage(int(row[5]), int(row[6]), int(row[7]))
 
-
-def check_new_queue(conn: psycopg.Connection, tenant_id: str) -> None:
-    """Refuse a queue over the plan's max_queues (SQL: plan_check, the one limit check)."""
-    with db.domain_errors():
-        conn.execute("SELECT plan_check(%s, 0, 0, 1)", (tenant_id,))

@@ -6,7 +6,7 @@ from typing import Any
 
 import psycopg
 
-from .. import db, names
+from .. import db, limits, names
 from ..errors import Conflict, Invalid, LimitExceeded, NotFound
 from ..tenancy import Principal
 from . import engine, plans
@@ -46,10 +46,10 @@ def _dead_letter_target(conn: psycopg.Connection, principal: Principal, name: st
     return row[0]
 
 
-def _check_retention(limits: plans.Limits, days: int | None) -> None:
-    if days is not None and days > limits.retention_days:
+def _check_retention(plan: plans.Limits, days: int | None) -> None:
+    if days is not None and days > plan.retention_days:
         raise LimitExceeded(
-            f"retention_days {days} is over the plan's {limits.retention_days} (queues.retention_days).",
+            f"retention_days {days} is over the plan's {plan.retention_days} (queues.retention_days).",
             code="retention_days",
         )
 
@@ -75,9 +75,9 @@ def create_queue(principal: Principal, name: str, settings: dict[str, Any]) -> d
 def insert_queue(conn: psycopg.Connection, principal: Principal, name: str, settings: dict[str, Any]) -> int:
     """Create a queue in the caller's transaction (its name already held to the caller's rule: the
     SQS face also names FIFO queues `<name>.fifo`); its id."""
-    plans.check_new_queue(conn, principal.tenant_id)
-    limits, _ = plans.limits_and_usage(conn, principal.tenant_id)
-    _check_retention(limits, settings.get("retention_days"))
+    limits.check(conn, principal.tenant_id, limits.QUEUES)
+    plan, _ = plans.limits_and_usage(conn, principal.tenant_id)
+    _check_retention(plan, settings.get("retention_days"))
     dlq = _dead_letter_target(conn, principal, settings.get("dead_letter_queue"), name)
     vt = settings.get("visibility_timeout_sec")
     consumer = _consumer(None, settings.get("consumer"))
@@ -132,8 +132,8 @@ def change_queue(conn: psycopg.Connection, principal: Principal, name: str, chan
     if "max_reads" in changes:
         sets["max_reads"] = changes["max_reads"]
     if "retention_days" in changes:
-        limits, _ = plans.limits_and_usage(conn, principal.tenant_id)
-        _check_retention(limits, changes["retention_days"])
+        plan, _ = plans.limits_and_usage(conn, principal.tenant_id)
+        _check_retention(plan, changes["retention_days"])
         sets["retention_days"] = changes["retention_days"]
     if "app_send" in changes:
         sets["app_send"] = bool(changes["app_send"])

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .. import config, db, tenancy
+from .. import config, db, limits, tenancy
 from ..errors import Invalid, NotFound
 from ..partitioned import payloads
 from ..tenancy import Principal
@@ -37,14 +37,15 @@ def _access_key_id() -> str:
 
 def mint(tenant_id: str, role: str = "write", *, project: str | None = None, project_id: str | None = None,
          name: str = "") -> dict[str, Any]:
-    """A new credential (for the project named, or by id, else the tenant's `default`); the secret is
-    in the answer once and stored only sealed."""
+    """A new credential (for the project named, or by id, else the tenant's `default`), within the
+    plan's credentials; the secret is in the answer once and stored only sealed."""
     if role not in ROLES:
         raise Invalid(f"role must be one of {', '.join(ROLES)}", code="role")
     if project:
         project_id = tenancy.ensure_project(tenant_id, project)
     access_key_id, secret = _access_key_id(), secrets.token_urlsafe(30)[:40]
     with db.transaction() as conn:
+        limits.check(conn, tenant_id, limits.SQS_CREDENTIALS)
         conn.execute(
             "INSERT INTO sqs_credentials (access_key_id, tenant_id, project_id, role, secret_sealed, name)"
             " VALUES (%s, %s, %s, %s, %s, %s)",

@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 
-from .. import db
+from .. import db, limits
 from ..errors import Conflict, Forbidden, NotFound
 from ..tenancy import KEY_PREFIX, WORK_ROLE, Principal, hash_key
 from . import audit
@@ -75,8 +75,9 @@ def _scopes(conn: psycopg.Connection, tenant_id: str, scopes: list[str] | None) 
 
 
 def mint(principal: Principal, tenant_id: str, fields: dict[str, Any]) -> dict[str, Any]:
-    """A new work key: its metadata and, this once, the raw `key`. A work key may mint only keys
-    holding operations it holds itself (no key grows its own rights by minting another)."""
+    """A new work key, within the plan's keys: its metadata and, this once, the raw `key`. A work key
+    may mint only keys holding operations it holds itself (no key grows its own rights by minting
+    another)."""
     tenant_id = own_tenant(principal, tenant_id)
     beyond = set(fields["allowed_operations"]) - set(principal.scopes) if principal.is_work_key else set()
     if beyond:
@@ -84,6 +85,7 @@ def mint(principal: Principal, tenant_id: str, fields: dict[str, Any]) -> dict[s
     key = _secret()
     with db.transaction() as conn:
         scopes = _scopes(conn, tenant_id, fields.get("allowed_scopes"))
+        limits.check(conn, tenant_id, limits.API_KEYS)
         days = fields.get("expires_in_days")
         doc = conn.execute(
             "INSERT INTO api_keys AS k (tenant_id, name, prefix, key_hash, role, scopes, subject_type, subject_id,"

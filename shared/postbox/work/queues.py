@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 
-from .. import db
+from .. import db, limits
 from ..errors import Conflict
 from ..tenancy import Principal, require
 from . import acl, audit
@@ -89,13 +89,15 @@ def _ids(scope_id: str, queue_id: str) -> tuple[str, str]:
 
 
 def create_queue(principal: Principal, scope_id: str, fields: dict[str, Any]) -> dict[str, Any]:
-    """A queue with the request's settings, else the scope's defaults, else ours."""
+    """A queue with the request's settings, else the scope's defaults, else ours, within the plan's
+    queues."""
     tenant_id = require(principal, MANAGE)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.transaction() as conn:
         defaults = _scope_defaults(conn, tenant_id, scope_id, acl.guard(principal, tenant_id, scope_id, MANAGE),
                                    lock=True)
         settings = {k: fields[k] if fields.get(k) is not None else defaults.get(k, v) for k, v in SETTINGS.items()}
+        limits.check(conn, tenant_id, limits.WORK_QUEUES)
         row = conn.execute(
             "INSERT INTO work_queues (scope_id, tenant_id, slug, display_name, description, consumer_mode, ordering,"
             " max_depth, overflow_policy, visibility_timeout_s, max_retries, ttl_seconds)"

@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 
-from .. import db
+from .. import db, limits
 from ..errors import Conflict
 from ..tenancy import Principal, require
 from . import acl, audit
@@ -91,10 +91,12 @@ def _fetch(conn: psycopg.Connection, tenant_id: str, scope_id: str, gate: str | 
 
 
 def create_scope(principal: Principal, fields: dict[str, Any]) -> dict[str, Any]:
-    """A new scope and its system queues, in one transaction; a taken slug is a conflict."""
+    """A new scope and its system queues, in one transaction, within the plan's scopes (its system
+    queues are not counted as the plan's queues); a taken slug is a conflict."""
     tenant_id = require(principal, MANAGE)
     events = set(fields.get("emit_events") or ())
     with db.transaction() as conn:
+        limits.check(conn, tenant_id, limits.WORK_SCOPES)
         row = conn.execute(_CREATE, {
             "t": tenant_id, "slug": fields["slug"], "name": fields.get("display_name") or fields["slug"],
             "description": fields.get("description"), "defaults": as_json(fields.get("defaults") or {}),

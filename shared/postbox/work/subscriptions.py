@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 
-from .. import db
+from .. import db, limits
 from ..errors import NotFound, Unprocessable
 from ..tenancy import Principal, require
 from . import acl, audit, hitl
@@ -74,8 +74,9 @@ def _push_needs_url(mode: str | None, url: str | None) -> None:
 
 
 def create(principal: Principal, scope_id: str, fields: dict[str, Any]) -> dict[str, Any]:
-    """A subscription on a queue of the scope: on a broadcast queue it receives the messages published
-    from now on; on a competing queue its subscriber claims, filtered, from the shared queue."""
+    """A subscription on a queue of the scope, within the plan's subscriptions (and webhooks, for a
+    push one): on a broadcast queue it receives the messages published from now on; on a competing
+    queue its subscriber claims, filtered, from the shared queue."""
     tenant_id = require(principal, CONSUME)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     _push_needs_url(fields.get("delivery_mode"), fields.get("push_url"))
@@ -88,6 +89,9 @@ def create(principal: Principal, scope_id: str, fields: dict[str, Any]) -> dict[
         if queue is None:
             raise Unprocessable("No such queue in this scope.",
                                 fields=[{"field": "queue_id", "message": "no such queue in this scope"}])
+        limits.check(conn, tenant_id, limits.WORK_SUBSCRIPTIONS)
+        if secret:
+            limits.check(conn, tenant_id, limits.WEBHOOKS)
         sub_id = conn.execute(
             "INSERT INTO work_subscriptions (scope_id, tenant_id, queue_id, subscriber_type, subscriber_id, filter,"
             " delivery_mode, auto_claim, max_in_flight, push_url, push_secret)"
@@ -120,7 +124,8 @@ def get(principal: Principal, scope_id: str, sub_id: str) -> dict[str, Any]:
 
 def update(principal: Principal, scope_id: str, sub_id: str, fields: dict[str, Any]) -> dict[str, Any]:
     """PATCH filter, delivery_mode, push_url, auto_claim, max_in_flight; pause and resume set `state`.
-    Switching to push makes the signing secret (answered this once) if the subscription has none."""
+    Switching to push (within the plan's webhooks) makes the signing secret (answered this once) if
+    the subscription has none."""
     tenant_id = require(principal, MANAGE)
     scope_id, sub_id = parse_id(scope_id, SCOPE_NOT_FOUND), sub_id_of(sub_id)
     cols = {k: fields[k] for k in ("delivery_mode", "auto_claim", "max_in_flight", "state", "push_url")
@@ -135,6 +140,8 @@ def update(principal: Principal, scope_id: str, sub_id: str, fields: dict[str, A
             raise _missing()
         mode, url = cols.get("delivery_mode", found[0]), cols.get("push_url", found[1])
         _push_needs_url(mode, url)
+        if mode == "push" and found[0] != "push":  # one more webhook
+            limits.check(conn, tenant_id, limits.WEBHOOKS)
         secret = _new_secret() if mode == "push" and not found[2] else None
         if secret:
             cols["push_secret"] = secret

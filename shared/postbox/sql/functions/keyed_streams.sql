@@ -4,8 +4,10 @@
 -- then stream_sub_keys rows (in unit order), then stream_pending rows, then stream_subscriptions.
 
 -- A stream row and its log partition (owner_kind 'stream', one partition named ''), in the caller's
--- transaction. NULL when the project already has a stream of that name (the caller decides whether
--- that is a conflict). The name was checked by the caller against the keyed-stream name rule.
+-- transaction, within the plan's streams (PB403 max_keyed_streams). NULL when the project already
+-- has a stream of that name (the caller decides whether that is a conflict), never refused for the
+-- limit then: the count is taken after the insert, under the lock taken before it. The name was
+-- checked by the caller against the keyed-stream name rule.
 CREATE OR REPLACE FUNCTION keyed_stream_insert(
     p_tenant uuid, p_project uuid, p_name text, p_retention text, p_retention_ms bigint, p_max_backlog bigint
 ) RETURNS bigint LANGUAGE plpgsql AS $$
@@ -13,12 +15,14 @@ DECLARE
     v_id bigint;
     v_partition bigint;
 BEGIN
+    PERFORM plan_limit_lock(p_tenant, 'max_keyed_streams');
     INSERT INTO streams (tenant_id, project_id, name, retention, retention_ms, max_backlog)
     VALUES (p_tenant, p_project, p_name, p_retention, p_retention_ms, p_max_backlog)
     ON CONFLICT (project_id, name) DO NOTHING RETURNING id INTO v_id;
     IF v_id IS NULL THEN
         RETURN NULL;
     END IF;
+    PERFORM plan_limit_check(p_tenant, 'max_keyed_streams', 0);
     INSERT INTO log_partitions (tenant_id, owner_kind, owner_id, name) VALUES (p_tenant, 'stream', v_id, '')
     ON CONFLICT (owner_kind, owner_id, name) DO UPDATE SET name = excluded.name RETURNING id INTO v_partition;
     UPDATE streams SET partition_id = v_partition WHERE id = v_id;

@@ -10,6 +10,28 @@ CREATE OR REPLACE FUNCTION pq_count(
         dead_lettered = c.dead_lettered + excluded.dead_lettered, replayed = c.replayed + excluded.replayed;
 $$;
 
+-- A queue made on first use (a push, a configure, a flow's source or sink), within the plan's
+-- partitioned queues (PB403 max_partitioned_queues), or the one made meanwhile by another caller,
+-- which the limit never refuses: the count is taken after the insert, under the lock taken before
+-- it. Pushes call it only for a queue they did not find, so a push to an existing queue never waits
+-- for the lock. Queues are resolved before any partition row is written, so a caller waiting for the
+-- lock holds no row the holder could wait for.
+CREATE OR REPLACE FUNCTION pq_queue_create(p_tenant uuid, p_name text) RETURNS pq_queues
+LANGUAGE plpgsql AS $$
+DECLARE
+    q pq_queues;
+BEGIN
+    PERFORM plan_limit_lock(p_tenant, 'max_partitioned_queues');
+    INSERT INTO pq_queues (tenant_id, name) VALUES (p_tenant, p_name)
+    ON CONFLICT (tenant_id, name) DO NOTHING RETURNING * INTO q;
+    IF FOUND THEN
+        PERFORM plan_limit_check(p_tenant, 'max_partitioned_queues', 0);
+    ELSE
+        SELECT * INTO q FROM pq_queues WHERE tenant_id = p_tenant AND name = p_name;
+    END IF;
+    RETURN q;
+END $$;
+
 -- ---- Hot paths as functions: one round trip per call -------------------------------------------
 -- Python frames and compresses; these resolve names, lock, allocate offsets and lease in SQL.
 -- Errors a caller may hit are raised with SQLSTATEs of class PB and mapped in Python.
@@ -39,12 +61,11 @@ DECLARE
     added bigint[] := '{}';                   -- records appended per touched queue (its counter)
     retry boolean := false;
 BEGIN
-    FOR i IN 1..n LOOP
+    FOR i IN 1..n LOOP  -- every queue first (one made here waits for no partition row of the call)
         IF i = 1 OR p_queues[i] <> p_queues[i - 1] THEN
             SELECT * INTO q FROM pq_queues WHERE tenant_id = p_tenant AND name = p_queues[i];
             IF NOT FOUND THEN
-                INSERT INTO pq_queues (tenant_id, name) VALUES (p_tenant, p_queues[i])
-                ON CONFLICT (tenant_id, name) DO UPDATE SET name = excluded.name RETURNING * INTO q;
+                q := pq_queue_create(p_tenant, p_queues[i]);
             END IF;
             IF q.encryption_enabled IS DISTINCT FROM p_encrypted[i] THEN
                 retry := true;
@@ -54,13 +75,16 @@ BEGIN
             END IF;
         END IF;
         qids[i] := q.id;
-        SELECT id INTO v_pid FROM log_partitions WHERE owner_kind = 'pq' AND owner_id = q.id AND name = p_partitions[i];
+    END LOOP;
+    FOR i IN 1..n LOOP
+        SELECT id INTO v_pid FROM log_partitions
+        WHERE owner_kind = 'pq' AND owner_id = qids[i] AND name = p_partitions[i];
         IF NOT FOUND THEN
             INSERT INTO log_partitions (tenant_id, owner_kind, owner_id, name)
-            VALUES (p_tenant, 'pq', q.id, p_partitions[i])
+            VALUES (p_tenant, 'pq', qids[i], p_partitions[i])
             ON CONFLICT (owner_kind, owner_id, name) DO UPDATE SET name = excluded.name RETURNING id INTO v_pid;
             INSERT INTO log_cursors (partition_id, consumer_group, committed)
-            SELECT v_pid, g.consumer_group, 0 FROM pq_groups g WHERE g.queue_id = q.id ON CONFLICT DO NOTHING;
+            SELECT v_pid, g.consumer_group, 0 FROM pq_groups g WHERE g.queue_id = qids[i] ON CONFLICT DO NOTHING;
         END IF;
         pids[i] := v_pid;
     END LOOP;

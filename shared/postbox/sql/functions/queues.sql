@@ -231,7 +231,7 @@ BEGIN
            (SELECT sum(s) FROM unnest(p_sizes) s)
     INTO v_within, v_waiting, v_bytes;
     IF v_within IS NOT TRUE THEN  -- near a limit, or over one
-        PERFORM plan_check(p_tenant, p_largest, v_n, 0);
+        PERFORM plan_check(p_tenant, p_largest, v_n);
     END IF;
     IF v_waiting THEN
         PERFORM pg_notify('queue_' || q.id, '');

@@ -1,5 +1,6 @@
 -- Plan limits in one place: every path that reads a tenant's plan and usage, or enforces a limit,
--- calls these functions (queue_send in SQL, queue creation and the queue listing in Python).
+-- calls these functions (queue_send in SQL, the queue listing in Python, every path that creates a
+-- resource a plan counts).
 --
 -- A tenant's usage is its folded figures (tenant_monthly_messages for the month, tenant_storage)
 -- plus what its queue counter rows still hold back: a send adds its messages and bytes to the
@@ -65,10 +66,11 @@ LANGUAGE sql STABLE AS $$
     WHERE t.id = p_tenant
 $$;
 
--- Refuse what would go over the plan: a message larger than allowed (p_largest bytes), p_messages
--- more messages this month, any message once storage is used up, p_queues more queues. Usage is
--- counted whole: the folded figures and what the tenant's counter rows hold back.
-CREATE OR REPLACE FUNCTION plan_check(p_tenant uuid, p_largest int, p_messages int, p_queues int) RETURNS void
+-- Refuse a send that would go over the plan: a message larger than allowed (p_largest bytes),
+-- p_messages more messages this month, any message once storage is used up. Usage is counted whole:
+-- the folded figures and what the tenant's counter rows hold back.
+DROP FUNCTION IF EXISTS plan_check(uuid, int, int, int);
+CREATE OR REPLACE FUNCTION plan_check(p_tenant uuid, p_largest int, p_messages int) RETURNS void
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
     lim plans;
@@ -90,8 +92,85 @@ BEGIN
                 MESSAGE = 'The plan''s storage (queues.storage_bytes) is used up.';
         END IF;
     END IF;
-    IF p_queues > 0 AND (SELECT count(*) FROM queues WHERE tenant_id = p_tenant) + p_queues > lim.max_queues THEN
-        RAISE EXCEPTION USING ERRCODE = 'PB403', DETAIL = 'max_queues',
-            MESSAGE = format('The plan allows %s queues (queues.max_queues).', lim.max_queues);
+END $$;
+
+-- ---- How many of each kind of resource a tenant may have -----------------------------------------
+-- Each limit is the column of `plans` of its name (max_queues, max_durable_streams, ...); what it
+-- counts is plan_limit_used's branch of that name. Every path that creates such a resource checks
+-- in its own transaction, before it inserts: plan_limit_check takes the tenant's lock for that
+-- limit (plan_limit_lock, held until the transaction ends, so creations of one kind by one tenant
+-- count one after another and two can never both take the last place), then counts.
+
+-- Held by whoever creates a resource of the kind p_limit counts for the tenant, until its
+-- transaction ends. Taken before the insert, always: a transaction that waits for it holds no
+-- uncommitted row of that kind that the holder could be waiting for.
+CREATE OR REPLACE FUNCTION plan_limit_lock(p_tenant uuid, p_limit text) RETURNS void
+LANGUAGE sql AS $$
+    SELECT pg_advisory_xact_lock(x'504c'::int, hashtext(p_tenant::text || '/' || p_limit))  -- "PL"
+$$;
+
+-- How many resources the tenant has of the kind p_limit counts (from an index of each table).
+CREATE OR REPLACE FUNCTION plan_limit_used(p_tenant uuid, p_limit text) RETURNS bigint
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    v bigint;
+BEGIN
+    CASE p_limit
+        WHEN 'max_queues' THEN  -- queues API and SQS alike
+            SELECT count(*) INTO v FROM queues WHERE tenant_id = p_tenant;
+        WHEN 'max_durable_streams' THEN  -- a soft-deleted stream (kept for its forks) is not counted
+            SELECT count(*) INTO v FROM durable_streams WHERE tenant_id = p_tenant AND NOT deleted;
+        WHEN 'max_keyed_streams' THEN
+            SELECT count(*) INTO v FROM streams WHERE tenant_id = p_tenant;
+        WHEN 'max_keyed_subscriptions' THEN
+            SELECT count(*) INTO v FROM streams s JOIN stream_subscriptions x ON x.stream_id = s.id
+            WHERE s.tenant_id = p_tenant;
+        WHEN 'max_partitioned_queues' THEN
+            SELECT count(*) INTO v FROM pq_queues WHERE tenant_id = p_tenant;
+        WHEN 'max_flows' THEN
+            SELECT count(*) INTO v FROM flow_queries WHERE tenant_id = p_tenant;
+        WHEN 'max_work_scopes' THEN  -- archived ones too, until deleted
+            SELECT count(*) INTO v FROM work_scopes WHERE tenant_id = p_tenant;
+        WHEN 'max_work_queues' THEN  -- a scope's five system queues are not counted
+            SELECT count(*) INTO v FROM work_queues WHERE tenant_id = p_tenant AND NOT is_system;
+        WHEN 'max_work_subscriptions' THEN
+            SELECT count(*) INTO v FROM work_subscriptions WHERE tenant_id = p_tenant;
+        WHEN 'max_webhooks' THEN  -- push subscriptions
+            SELECT count(*) INTO v FROM work_subscriptions WHERE tenant_id = p_tenant AND delivery_mode = 'push';
+        WHEN 'max_sqs_credentials' THEN
+            SELECT count(*) INTO v FROM sqs_credentials WHERE tenant_id = p_tenant AND revoked_at IS NULL;
+        WHEN 'max_api_keys' THEN  -- every role's keys, work keys too, while they can be used
+            SELECT count(*) INTO v FROM api_keys WHERE tenant_id = p_tenant AND revoked_at IS NULL
+               AND (expires_at IS NULL OR expires_at > clock_timestamp());
+    END CASE;  -- no branch: CASE_NOT_FOUND, an unknown limit is our own mistake
+    RETURN v;
+END $$;
+
+-- Refuse the creation of p_adding more resources of the kind p_limit counts when the tenant would
+-- then have more than its plan allows: PB403 with the limit's name as the code, its name and value
+-- as the details. Called in the transaction that creates them, before the insert (p_adding 1), or
+-- after it with the lock taken before (p_adding 0). VOLATILE: the count is a statement of its own
+-- after the lock, so it sees every creation committed before the lock was granted.
+CREATE OR REPLACE FUNCTION plan_limit_check(p_tenant uuid, p_limit text, p_adding int) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_max bigint;
+    v_used bigint;
+BEGIN
+    PERFORM plan_limit_lock(p_tenant, p_limit);
+    SELECT (to_jsonb(p) -> p_limit)::bigint INTO v_max FROM tenants t JOIN plans p ON p.name = t.plan
+    WHERE t.id = p_tenant;
+    IF NOT FOUND THEN
+        RETURN;  -- no such tenant: nothing of it can be counted (what refers to tenants refuses it)
+    END IF;
+    IF v_max IS NULL THEN
+        RAISE EXCEPTION 'no plan limit is named %', p_limit;
+    END IF;
+    v_used := plan_limit_used(p_tenant, p_limit);
+    IF v_used + p_adding > v_max THEN
+        RAISE EXCEPTION USING ERRCODE = 'PB403', DETAIL = p_limit,
+            MESSAGE = format('The plan allows %s %s (%s).',
+                             v_max, replace(substr(p_limit, 5), '_', ' '), p_limit),
+            HINT = jsonb_build_object('limit', p_limit, 'value', v_max)::text;
     END IF;
 END $$;
