@@ -47,6 +47,8 @@ class Principal:
     # A work API key's limits, which the authorizer applies to each request (None: no limit).
     allowed_scopes: tuple[str, ...] | None = None
     ip_allowlist: tuple[str, ...] | None = None
+    # When the key stops working (None: never); no key it mints may outlive it.
+    expires_at: datetime | None = None
 
     @property
     def is_work_key(self) -> bool:
@@ -232,7 +234,8 @@ def revoke_key(key_id: str) -> None:
 
 
 _RESOLVE = """
-SELECT id, tenant_id, project_id, role, scopes, subject_type, subject_id, allowed_scopes::text[], ip_allowlist
+SELECT id, tenant_id, project_id, role, scopes, subject_type, subject_id, allowed_scopes::text[], ip_allowlist,
+       expires_at
 FROM api_keys
 WHERE (key_hash = %(h)s OR (previous_hash = %(h)s AND previous_valid_until > clock_timestamp()))
   AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > clock_timestamp())
@@ -248,8 +251,8 @@ def resolve_key(key: str) -> Principal | None:
         row = conn.execute(_RESOLVE, {"h": hash_key(key)}).fetchone()
     if row is None:
         return None
-    key_id, tenant_id, project_id, role, scopes, subject_type, subject_id, allowed_scopes, ip_allowlist = row
+    key_id, tenant_id, project_id, role, scopes, subject_type, subject_id, allowed_scopes, ip_allowlist, expires = row
     return Principal(str(tenant_id), str(project_id) if project_id else None, role, str(key_id), tuple(scopes),
                      subject_type=subject_type or "api_key", subject_id=subject_id or "",
                      allowed_scopes=None if allowed_scopes is None else tuple(allowed_scopes),
-                     ip_allowlist=None if ip_allowlist is None else tuple(ip_allowlist))
+                     ip_allowlist=None if ip_allowlist is None else tuple(ip_allowlist), expires_at=expires)
