@@ -176,14 +176,17 @@ def list_projects(tenant_id: str) -> list[dict]:
         return [{"project_id": i, "name": n, "created_at": c} for i, n, c in cur]
 
 
-def ensure_project(tenant_id: str, name: str) -> str:
-    with db.transaction() as conn:
-        row = conn.execute(
-            "INSERT INTO projects (tenant_id, name) VALUES (%s, %s)"
-            " ON CONFLICT (tenant_id, name) DO UPDATE SET name = excluded.name RETURNING id",
-            (tenant_id, name),
-        ).fetchone()
-        return str(row[0])
+def ensure_project(tenant_id: str, name: str, conn: psycopg.Connection | None = None) -> str:
+    """The id of the tenant's project `name`, made if it is missing (in `conn`'s transaction if given)."""
+    if conn is None:
+        with db.transaction() as own:
+            return ensure_project(tenant_id, name, own)
+    row = conn.execute(
+        "INSERT INTO projects (tenant_id, name) VALUES (%s, %s)"
+        " ON CONFLICT (tenant_id, name) DO UPDATE SET name = excluded.name RETURNING id",
+        (tenant_id, name),
+    ).fetchone()
+    return str(row[0])
 
 
 def create_key(
