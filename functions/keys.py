@@ -117,7 +117,21 @@ def resolve(headers: dict[str, str] | None, path: str | None = None, source_ip: 
         "scopes": ",".join(principal.scopes),
         "subject_type": principal.subject_type,
         "subject_id": principal.subject_id,
+        **_limits(principal),
     }
+
+
+def _limits(principal: Principal) -> dict[str, str]:
+    """The key's own limits, each only when it has it, so the key operations can hold the keys it
+    mints, rotates or revokes within them (`postbox.key_power`)."""
+    found = {}
+    if principal.allowed_scopes is not None:
+        found["allowed_scopes"] = ",".join(principal.allowed_scopes)
+    if principal.ip_allowlist is not None:
+        found["ip_allowlist"] = ",".join(principal.ip_allowlist)
+    if principal.expires_at is not None:
+        found["expires_at"] = principal.expires_at.isoformat()
+    return found
 
 
 def authenticate(event: Any) -> None:

@@ -10,6 +10,7 @@ import json
 import re
 import threading
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -42,7 +43,15 @@ def principal_from(context: dict[str, Any] | None) -> Principal | None:
         scopes=tuple(s for s in str(context.get("scopes", "")).split(",") if s),
         subject_type=context.get("subject_type") or "api_key",
         subject_id=context.get("subject_id") or "",
+        allowed_scopes=_listed(context.get("allowed_scopes")),
+        ip_allowlist=_listed(context.get("ip_allowlist")),
+        expires_at=datetime.fromisoformat(context["expires_at"]) if context.get("expires_at") else None,
     )
+
+
+def _listed(value: str | None) -> tuple[str, ...] | None:
+    """A key's limit as the answer carries it: absent when the key has none, else comma-joined."""
+    return None if value is None else tuple(v for v in value.split(",") if v)
 
 
 def json_response(status: int, body: Any, headers: dict[str, str] | None = None) -> Response:

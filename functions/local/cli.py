@@ -137,7 +137,8 @@ def _admin(args: argparse.Namespace) -> int:
             tenant = tenancy.tenant_id_by_name(args.tenant)
             if tenant is None:
                 raise errors.NotFound(f"no tenant {args.tenant!r}")
-            out = credentials.mint(tenant, args.role, project=args.project, name=args.name)
+            out = credentials.mint(tenant, args.role, project=args.project, name=args.name,
+                                   expires_in_days=args.days)
         elif args.what == "tenant-plan":
             out = tenancy.set_plan(args.tenant, args.plan)
         elif args.what == "project-create":
@@ -283,6 +284,7 @@ def parser() -> argparse.ArgumentParser:
                          "attributes, tags, purge")
     sq.add_argument("--project", default=None, help="bind the credential to this project (created if missing)")
     sq.add_argument("--name", default="", help="a label to recognise the credential by")
+    sq.add_argument("--days", type=int, default=None, help="expire after this many days (default: never)")
     for new, old in [(v, k) for k, v in RENAMED.items()]:
         for verb in (new, old):
             _flows_verb(what, verb, new, hidden=verb == old)

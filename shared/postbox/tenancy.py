@@ -47,6 +47,8 @@ class Principal:
     # A work API key's limits, which the authorizer applies to each request (None: no limit).
     allowed_scopes: tuple[str, ...] | None = None
     ip_allowlist: tuple[str, ...] | None = None
+    # When the key stops working (None: never); no key it mints may outlive it.
+    expires_at: datetime | None = None
 
     @property
     def is_work_key(self) -> bool:
@@ -190,14 +192,17 @@ def list_projects(tenant_id: str) -> list[dict]:
         return [{"project_id": i, "name": n, "created_at": c} for i, n, c in cur]
 
 
-def ensure_project(tenant_id: str, name: str) -> str:
-    with db.transaction() as conn:
-        row = conn.execute(
-            "INSERT INTO projects (tenant_id, name) VALUES (%s, %s)"
-            " ON CONFLICT (tenant_id, name) DO UPDATE SET name = excluded.name RETURNING id",
-            (tenant_id, name),
-        ).fetchone()
-        return str(row[0])
+def ensure_project(tenant_id: str, name: str, conn: psycopg.Connection | None = None) -> str:
+    """The id of the tenant's project `name`, made if it is missing (in `conn`'s transaction if given)."""
+    if conn is None:
+        with db.transaction() as own:
+            return ensure_project(tenant_id, name, own)
+    row = conn.execute(
+        "INSERT INTO projects (tenant_id, name) VALUES (%s, %s)"
+        " ON CONFLICT (tenant_id, name) DO UPDATE SET name = excluded.name RETURNING id",
+        (tenant_id, name),
+    ).fetchone()
+    return str(row[0])
 
 
 def create_key(
@@ -250,7 +255,8 @@ def revoke_key(key_id: str) -> None:
 
 
 _RESOLVE = """
-SELECT id, tenant_id, project_id, role, scopes, subject_type, subject_id, allowed_scopes::text[], ip_allowlist
+SELECT id, tenant_id, project_id, role, scopes, subject_type, subject_id, allowed_scopes::text[], ip_allowlist,
+       expires_at
 FROM api_keys
 WHERE (key_hash = %(h)s OR (previous_hash = %(h)s AND previous_valid_until > clock_timestamp()))
   AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > clock_timestamp())
@@ -266,8 +272,8 @@ def resolve_key(key: str) -> Principal | None:
         row = conn.execute(_RESOLVE, {"h": hash_key(key)}).fetchone()
     if row is None:
         return None
-    key_id, tenant_id, project_id, role, scopes, subject_type, subject_id, allowed_scopes, ip_allowlist = row
+    key_id, tenant_id, project_id, role, scopes, subject_type, subject_id, allowed_scopes, ip_allowlist, expires = row
     return Principal(str(tenant_id), str(project_id) if project_id else None, role, str(key_id), tuple(scopes),
                      subject_type=subject_type or "api_key", subject_id=subject_id or "",
                      allowed_scopes=None if allowed_scopes is None else tuple(allowed_scopes),
-                     ip_allowlist=None if ip_allowlist is None else tuple(ip_allowlist))
+                     ip_allowlist=None if ip_allowlist is None else tuple(ip_allowlist), expires_at=expires)

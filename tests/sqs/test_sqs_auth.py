@@ -131,6 +131,16 @@ def test_unknown_and_revoked_keys(endpoint, mint, tenant):
     refused(send(signed(endpoint, credential)), 403, "InvalidClientTokenId")
 
 
+def test_an_expired_credential_is_refused(endpoint, tenant):
+    credential = credentials.mint(tenant.tenant_id, "manage", expires_in_days=1)
+    assert send(signed(endpoint, credential)).status_code == 200
+    with db.transaction() as conn:  # its time comes (moved by SQL, never slept through)
+        conn.execute("UPDATE sqs_credentials SET expires_at = clock_timestamp() - interval '1 second'"
+                     " WHERE access_key_id = %s", (credential["access_key_id"],))
+    credentials.clear_cache()
+    refused(send(signed(endpoint, credential)), 403, "InvalidClientTokenId")
+
+
 def test_the_secret_is_stored_sealed(mint):
     credential = mint()
     with db.transaction() as conn:
@@ -265,3 +275,6 @@ def test_postbox_admin_sqs_credentials(database_url, capsys, gateway):
     assert set(pair) >= {"access_key_id", "secret_access_key"} and pair["role"] == "manage"
     assert sqs_client(gateway.url, pair).create_queue(QueueName="cli")["QueueUrl"].endswith("/cli")
     assert main(["admin", "sqs-credentials", "no-such-tenant"]) == 1
+    capsys.readouterr()
+    assert main(["admin", "sqs-credentials", name, "--days", "3"]) == 0
+    assert json.loads(capsys.readouterr().out)["expires_at"] is not None

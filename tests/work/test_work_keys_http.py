@@ -108,9 +108,10 @@ def test_key_routes_need_manage(api, gateway):
         _error(anonymous.get(keys_path(api)), 401, "AUTH_TOKEN_MISSING")
     manager = mint(api, allowed_operations=["scaiqueue:manage", "scaiqueue:view"])
     with client(gateway.url, manager["key"]) as c:  # a work key mints only keys within its own operations
-        made = _ok(c.post(keys_path(api), json={"subject_id": "y", "allowed_operations": ["scaiqueue:view"]}), 201)
+        made = _ok(c.post(keys_path(api), json={"subject_id": "agent-7", "allowed_operations": ["scaiqueue:view"]}),
+                   201)
         assert made["allowed_operations"] == ["scaiqueue:view"]
-        refused = _error(c.post(keys_path(api), json={"subject_id": "z", "allowed_operations": ALL}), 403,
+        refused = _error(c.post(keys_path(api), json={"subject_id": "agent-7", "allowed_operations": ALL}), 403,
                          "AUTHZ_PERMISSION_DENIED")
         assert "scaiqueue:consume" in refused["message"]
 

@@ -1,6 +1,7 @@
 """SQS credentials over the queues surface (`/api/v1/sqs/credentials`): a manage key mints an
-access key id and secret for its tenant (and a project) with a role, lists them (no secrets) and
-revokes one. The SQS endpoint itself takes only SigV4-signed requests made with such a credential."""
+access key id and secret for its tenant (and a project) with a role and an optional expiry, lists
+them (no secrets) and revokes one, each only within its own power (`postbox.key_power`). The SQS
+endpoint itself takes only SigV4-signed requests made with such a credential."""
 
 from __future__ import annotations
 
@@ -8,12 +9,11 @@ from typing import Annotated, Literal
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body
-from pydantic import Field
+from pydantic import AwareDatetime, Field
 
 from functions.api.common import SurfaceResolver, json_response
 from functions.api.common_schema import StrictBody
 from postbox import tenancy
-from postbox.errors import Forbidden
 from postbox.sqs import credentials
 
 MOUNT = "/api/v1/sqs/credentials"
@@ -23,6 +23,8 @@ class MintCredential(StrictBody):
     role: Literal["read", "write", "manage"] = "write"
     project: Annotated[str, Field(min_length=1, max_length=64)] | None = None
     name: Annotated[str, Field(max_length=200)] = ""
+    expires_in_days: Annotated[int, Field(ge=1, le=3650)] | None = None
+    expires_at: AwareDatetime | None = Field(default=None, strict=False)
 
 
 def router(app: SurfaceResolver) -> Router:
@@ -33,23 +35,20 @@ def router(app: SurfaceResolver) -> Router:
         principal = app.principal()
         tenancy.require(principal, "manage", what="SQS credentials")
         body = body or MintCredential()
-        # a project's key mints for its own project only
-        project_id = principal.project_id if body.project is None else None
-        if principal.project_id and body.project is not None:
-            raise Forbidden("A project's key mints SQS credentials for its own project only.")
         return json_response(201, credentials.mint(principal.tenant_id, body.role, project=body.project,
-                                                   project_id=project_id, name=body.name))
+                                                   name=body.name, expires_in_days=body.expires_in_days,
+                                                   expires_at=body.expires_at, caller=principal))
 
     @routes.get("")
     def list_credentials() -> dict:
         principal = app.principal()
         tenancy.require(principal, "manage", what="SQS credentials")
-        return {"credentials": credentials.list_credentials(principal.tenant_id)}
+        return {"credentials": credentials.list_credentials(principal.tenant_id, principal)}
 
     @routes.delete("/<access_key_id>")
     def revoke(access_key_id: str) -> dict:
         principal = app.principal()
         tenancy.require(principal, "manage", what="SQS credentials")
-        return credentials.revoke(principal.tenant_id, access_key_id)
+        return credentials.revoke(principal.tenant_id, access_key_id, principal)
 
     return routes

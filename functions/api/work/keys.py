@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body
-from pydantic import Field, field_validator
+from pydantic import AwareDatetime, Field, field_validator
 
 from functions.api.work.acl import Cidr, Id, Operation, _uuid
 from functions.api.work.envelope import caller, data
@@ -38,6 +38,8 @@ class MintKey(_Strict):
     allowed_operations: Annotated[list[Operation], Field(min_length=1, max_length=4)]
     ip_allowlist: Annotated[list[Cidr], Field(min_length=1, max_length=50)] | None = None
     expires_in_days: Annotated[int, Field(ge=1, le=3650)] | None = None
+    # extension: an exact time, so a key that expires can mint one living exactly as long as itself
+    expires_at: AwareDatetime | None = Field(default=None, strict=False)
     grace_period_seconds: Annotated[int, Field(ge=0, le=30 * 86400)] = 300
 
     @field_validator("allowed_scopes")

@@ -7,6 +7,9 @@ and may be limited to scopes, client addresses (CIDRs) and a lifetime. The raw k
 only its SHA-256 is stored. Rotation gives a new secret under the same key id and keeps the old
 one valid for `grace_period_seconds`; revocation ends both at once.
 
+Every key operation holds to `postbox.key_power`: a caller mints, rotates (and so reads the new
+secret of), revokes, reads or lists only keys within its own power.
+
 The tenant in the path must be the caller's own: another tenant's id is answered 404, exactly
 like a tenant that does not exist.
 """
@@ -18,8 +21,8 @@ from typing import Any
 
 import psycopg
 
-from .. import db, limits
-from ..errors import Conflict, Forbidden, NotFound
+from .. import db, key_power, limits
+from ..errors import Conflict, NotFound
 from ..tenancy import KEY_PREFIX, WORK_ROLE, Principal, hash_key
 from . import audit
 from .acl import invalid_field, parse_body_id
@@ -75,57 +78,62 @@ def _scopes(conn: psycopg.Connection, tenant_id: str, scopes: list[str] | None) 
 
 
 def mint(principal: Principal, tenant_id: str, fields: dict[str, Any]) -> dict[str, Any]:
-    """A new work key, within the plan's keys: its metadata and, this once, the raw `key`. A work key
-    may mint only keys holding operations it holds itself (no key grows its own rights by minting
-    another)."""
+    """A new work key, within the plan's keys: its metadata and, this once, the raw `key`. The key must
+    be within the caller's own power, field by field (`postbox.key_power`), else nothing is minted
+    (403 naming the field)."""
     tenant_id = own_tenant(principal, tenant_id)
-    beyond = set(fields["allowed_operations"]) - set(principal.scopes) if principal.is_work_key else set()
-    if beyond:
-        raise Forbidden(f"A work key cannot mint a key with operations it does not hold: {', '.join(sorted(beyond))}.")
     key = _secret()
     with db.transaction() as conn:
         scopes = _scopes(conn, tenant_id, fields.get("allowed_scopes"))
         limits.check(conn, tenant_id, limits.API_KEYS)
-        days = fields.get("expires_in_days")
+        expires_at = key_power.new_expiry(conn, fields.get("expires_in_days"), fields.get("expires_at"))
         doc = conn.execute(
             "INSERT INTO api_keys AS k (tenant_id, name, prefix, key_hash, role, scopes, subject_type, subject_id,"
             " key_type, allowed_scopes, ip_allowlist, grace_period_seconds, expires_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::uuid[], %s, %s,"
-            " CASE WHEN %s::int IS NULL THEN NULL ELSE clock_timestamp() + make_interval(days => %s::int) END)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::uuid[], %s, %s, %s)"
             f" RETURNING {_DOC}",
             (tenant_id, fields.get("label") or "", key[:10], hash_key(key), WORK_ROLE,
              sorted(set(fields["allowed_operations"])), fields.get("subject_type") or "service", fields["subject_id"],
              fields.get("key_type") or "service", scopes, fields.get("ip_allowlist"),
-             fields.get("grace_period_seconds", 300), days, days),
+             fields.get("grace_period_seconds", 300), expires_at),
         ).fetchone()[0]
+        key_power.require_within(principal, key_power.work_key(doc), "mint")
         _audit(conn, principal, "created", doc)
     return {**doc, "key": key}
 
 
 def list_keys(principal: Principal, tenant_id: str) -> list[dict[str, Any]]:
-    """The tenant's work keys, oldest first (tenant keys are `postbox admin`'s)."""
+    """The tenant's work keys within the caller's power (all of them for a full-power tenant key),
+    oldest first (tenant keys are `postbox admin`'s)."""
     tenant_id = own_tenant(principal, tenant_id)
     with db.connection() as conn:
         rows = conn.execute(f"SELECT {_DOC} FROM api_keys k WHERE k.tenant_id = %s AND k.role = %s"
                             " ORDER BY k.created_at, k.id", (tenant_id, WORK_ROLE)).fetchall()
-    return [r[0] for r in rows]
+    return [r[0] for r in rows if key_power.within(principal, key_power.work_key(r[0]))]
 
 
 def get_key(principal: Principal, tenant_id: str, key_id: str) -> dict[str, Any]:
+    """One key's metadata, if it is within the caller's power (403 naming the field beyond it)."""
     tenant_id = own_tenant(principal, tenant_id)
     with db.connection() as conn:
-        return _one(conn, tenant_id, _key_id(key_id))
+        return _within(principal, _one(conn, tenant_id, _key_id(key_id)), "read")
+
+
+def _within(principal: Principal, doc: dict[str, Any], doing: str) -> dict[str, Any]:
+    key_power.require_within(principal, key_power.work_key(doc), doing)
+    return doc
 
 
 def rotate(principal: Principal, tenant_id: str, key_id: str) -> dict[str, Any]:
     """A new secret for the key (returned once); the current one stays valid for the key's
-    `grace_period_seconds` (a secret from an earlier rotation stops now). A revoked or expired key
-    cannot be rotated (SCAIQUEUE_INVALID_TRANSITION)."""
+    `grace_period_seconds` (a secret from an earlier rotation stops now). Only a key within the
+    caller's power can be rotated (403 otherwise: nothing changes, no secret is shown). A revoked
+    or expired key cannot be rotated (SCAIQUEUE_INVALID_TRANSITION)."""
     tenant_id = own_tenant(principal, tenant_id)
     key_id = _key_id(key_id)
     key = _secret()
     with db.transaction() as conn:
-        state = _one(conn, tenant_id, key_id, lock=True)["state"]
+        state = _within(principal, _one(conn, tenant_id, key_id, lock=True), "rotate")["state"]
         if state != "active":
             raise Conflict(f"A key that is {state} cannot be rotated.", code=INVALID_TRANSITION, state=state)
         doc = conn.execute(
@@ -138,11 +146,12 @@ def rotate(principal: Principal, tenant_id: str, key_id: str) -> dict[str, Any]:
 
 
 def revoke(principal: Principal, tenant_id: str, key_id: str, reason: str | None) -> dict[str, Any]:
-    """Revoke the key and any secret still in its grace period; a revoked key stays revoked (409)."""
+    """Revoke the key and any secret still in its grace period; a revoked key stays revoked (409).
+    Only a key within the caller's power can be revoked: no key ends a more powerful one."""
     tenant_id = own_tenant(principal, tenant_id)
     key_id = _key_id(key_id)
     with db.transaction() as conn:
-        if _one(conn, tenant_id, key_id, lock=True)["state"] == "revoked":
+        if _within(principal, _one(conn, tenant_id, key_id, lock=True), "revoke")["state"] == "revoked":
             raise Conflict("The key is already revoked.", code=INVALID_TRANSITION, state="revoked")
         doc = conn.execute(
             "UPDATE api_keys AS k SET revoked_at = clock_timestamp(), revoked_reason = %s, previous_valid_until = NULL"
