@@ -23,13 +23,16 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-import ssl
 import threading
 import time
 import urllib.parse
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from . import config
+
+if TYPE_CHECKING:
+    import ssl
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -220,8 +223,11 @@ _tls: ssl.SSLContext | None = None
 
 
 def _tls_context() -> ssl.SSLContext:
+    """Made at the first https call (ssl is a slow import the work surface's cold start skips)."""
     global _tls
     if _tls is None:
+        import ssl
+
         _tls = ssl.create_default_context()  # verifies the certificate and the host name
     return _tls
 
