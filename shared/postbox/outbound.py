@@ -138,8 +138,7 @@ def refusal(ip: IPAddress, allow_private: bool = False) -> str | None:
     if ip.version == 6:
         embedded = _embedded_ipv4(ip)  # type: ignore[arg-type]
         if embedded is not None:
-            why = refusal(embedded, allow_private)
-            return f"{ip} embeds {why}" if why else None
+            return f"{ip} embeds {embedded}, not a public address" if refusal(embedded, allow_private) else None
     if allow_private and (ip.is_loopback or ip.is_private):
         return None
     if (not ip.is_global or ip.is_reserved or ip.is_loopback or ip.is_private
