@@ -114,7 +114,7 @@ def idle_floor(az_count: int = 2, min_acu: float = 0.5, agent_run_ms: float = 30
         "Aurora Serverless v2 minimum": min_acu * PRICES["aurora_acu_hour"] * HOURS_PER_MONTH,
         "Aurora storage (10 GB)": 10 * PRICES["aurora_storage_gb_month"],
         "RDS Proxy (8 ACU minimum)": PRICES["proxy_min_acu"] * PRICES["proxy_acu_hour"] * HOURS_PER_MONTH,
-        f"VPC interface endpoints (2 x {az_count} AZ)": 2 * az_count * PRICES["endpoint_az_hour"] * HOURS_PER_MONTH,
+        f"VPC interface endpoints (3 x {az_count} AZ)": 3 * az_count * PRICES["endpoint_az_hour"] * HOURS_PER_MONTH,
         "Secrets Manager (3 secrets)": 3 * PRICES["secret_month"],
         f"CloudWatch alarms ({alarms})": alarms * PRICES["alarm_month"],
         "CloudWatch dashboard": PRICES["dashboard_month"],

@@ -9,7 +9,8 @@ By kind of function (from the route and schedule tables, never a list here):
   remember a key's answer: `POSTBOX_KEY_CACHE_SECONDS`, the bound on a revocation);
 * functions that take messages into a queue with a consumer (the surfaces serving the queues
   routes, and the dispatcher itself): invoking the consumer-dispatch agent, asynchronously;
-* agents: sending their failed runs to the failures queue; the dispatcher: invoking the consumers;
+* agents: sending their failed runs to the failures queue; the dispatcher: assuming the consumer
+  invoker role with a tenant's session tag (never invoking a consumer itself: infra/consumer_invoker.py);
 * GDPR exports: the work-gdpr agent puts them in the export bucket, the surface serving the export
   routes reads them (to presign download URLs); both under `exports/` only.
 """
@@ -72,7 +73,7 @@ class Context:
     db: Database
     secrets: Secrets
     failures: aws.sqs.Queue
-    consumer_arn: pulumi.Output[str]  # the consumer functions (consumerFunctionPattern)
+    consumer_invoker_arn: pulumi.Output[str]  # the role consumers are invoked as, one tenant at a time
     function_arn_prefix: pulumi.Output[str]  # arn:...:function:
     exports: aws.s3.Bucket  # the GDPR export bucket
 
@@ -90,6 +91,13 @@ def starts_dispatches(spec: Spec) -> bool:
         return spec.name == CONSUMER_DISPATCH
     return spec.kind == SURFACE and any(
         r.function == spec.name and r.path.startswith((route_table.QUEUES, route_table.SQS)) for r in route_table.ROUTES
+    )
+
+
+def serves_queues(spec: Spec) -> bool:
+    """The surface serving the queues routes (where a queue's consumer is set)."""
+    return spec.kind == SURFACE and any(
+        r.function == spec.name and r.path.startswith(route_table.QUEUES) for r in route_table.ROUTES
     )
 
 
@@ -139,7 +147,7 @@ def policy(s: Settings, spec: Spec, log_group_arn: pulumi.Output[str], ctx: Cont
     if spec.kind == AGENT:
         allow("ReportFailedRuns", ["sqs:SendMessage"], ctx.failures.arn)
     if spec.kind == AGENT and spec.name == CONSUMER_DISPATCH:
-        allow("InvokeConsumers", ["lambda:InvokeFunction"], ctx.consumer_arn)
+        allow("InvokeConsumersAsTheirTenant", ["sts:AssumeRole", "sts:TagSession"], ctx.consumer_invoker_arn)
     if writes_exports(spec):
         allow("WriteExports", ["s3:PutObject"], pulumi.Output.concat(ctx.exports.arn, "/", exports.PREFIX, "*"))
     if serves_exports(spec):
@@ -181,9 +189,13 @@ def environment(s: Settings, spec: Spec, ctx: Context) -> dict[str, pulumi.Input
         )
     if starts_dispatches(spec):
         env["POSTBOX_CONSUMER_DISPATCH_FUNCTION"] = dispatcher_name(s)
-    if spec.kind == AGENT and spec.name == CONSUMER_DISPATCH:
-        # The functions its role may invoke, so it can refuse other names with a clear error.
+    if serves_queues(spec) or (spec.kind == AGENT and spec.name == CONSUMER_DISPATCH):
+        # How a tenant's consumer functions are named: the queues API refuses other names, and the
+        # dispatcher checks them again before it invokes.
         env["POSTBOX_CONSUMER_FUNCTION_PATTERN"] = s.consumer_function_pattern
+    if spec.kind == AGENT and spec.name == CONSUMER_DISPATCH:
+        env["POSTBOX_CONSUMER_INVOKER_ROLE_ARN"] = ctx.consumer_invoker_arn
+        env["AWS_STS_REGIONAL_ENDPOINTS"] = "regional"  # the VPC reaches STS through its regional endpoint
     if writes_exports(spec) or serves_exports(spec):
         env.update(POSTBOX_EXPORT_BUCKET=ctx.exports.bucket, POSTBOX_EXPORT_RETENTION_DAYS=str(s.export_retention_days),
                    POSTBOX_EXPORT_URL_SECONDS=str(s.export_url_seconds))

@@ -23,7 +23,7 @@ import pulumi_aws as aws
 from functions import routes as route_table
 from functions import schedules as agent_table
 from functions import sizes
-from infra import access
+from infra import access, consumer_invoker
 from infra.access import AGENT, CONSUMER_DISPATCH, MIGRATE, SURFACE, Context, Spec
 from infra.artifacts import FUNCTIONS_ZIP, archive, layer_requirements
 from infra.database import Database
@@ -86,9 +86,7 @@ def build(
         db=db,
         secrets=secrets,
         failures=failures,
-        consumer_arn=pulumi.Output.format(
-            "arn:{0}:lambda:{1}:{2}:function:{3}", partition, region, account, s.consumer_function_pattern
-        ),
+        consumer_invoker_arn=consumer_invoker.role_arn(s, partition, account),
         function_arn_prefix=pulumi.Output.format("arn:{0}:lambda:{1}:{2}:function:", partition, region, account),
         exports=exports,
     )
@@ -158,4 +156,6 @@ def build(
         deployed[spec.name] = Deployed(spec, function, role, log_group)
         if spec.kind == MIGRATE:
             migration = after_migrate(deployed[spec.name])
+    if CONSUMER_DISPATCH in deployed:
+        consumer_invoker.build(s, deployed[CONSUMER_DISPATCH].role, partition, region, account)
     return deployed

@@ -1,7 +1,8 @@
 """The VPC: private subnets only, reached from outside through API Gateway alone.
 
 No internet gateway and no NAT: the functions talk to RDS Proxy inside the VPC and to the two AWS
-APIs they call (Secrets Manager for the DB credentials and keys, Lambda for consumer dispatch)
+APIs they call (Secrets Manager for the DB credentials and keys, Lambda for consumer dispatch, STS
+for the dispatcher's per-tenant sessions)
 through interface endpoints, and to S3 (GDPR exports) through a gateway endpoint. Security groups
 chain functions -> proxy -> database on 5432, plus functions -> database on 5432 for the long polls'
 LISTEN connections (the proxy would pin them), functions -> S3's prefix list on 443, and nothing else.
@@ -19,7 +20,7 @@ from infra.settings import Settings
 
 PG_PORT = 5432
 # AWS APIs the functions call from inside the VPC (`com.amazonaws.<region>.<service>`).
-ENDPOINT_SERVICES = ("secretsmanager", "lambda")
+ENDPOINT_SERVICES = ("secretsmanager", "lambda", "sts")
 
 
 @dataclass

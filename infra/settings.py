@@ -6,6 +6,7 @@ the keys; keep the two in step.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pulumi
@@ -153,8 +154,10 @@ def _check(s: Settings) -> None:
         raise ValueError("apiTimeoutSeconds must be 1..30 (the HTTP API integration limit)")
     if s.long_poll_ms >= s.api_timeout_s * 1000:
         raise ValueError("longPollMs must be shorter than apiTimeoutSeconds")
-    if not s.consumer_function_pattern.rstrip("*"):
-        raise ValueError("consumerFunctionPattern needs a literal prefix (e.g. postbox-consumer-*)")
+    # <prefix><tenant: 32 hex>-<name>: at least one character of <name> within Lambda's 64.
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,30}\*", s.consumer_function_pattern):
+        raise ValueError("consumerFunctionPattern must be a prefix of 1-30 letters, digits, - or _ and one"
+                         " trailing * (e.g. postbox-consumer-*)")
     if s.application_log_level not in LOG_LEVELS or s.system_log_level not in LOG_LEVELS:
         raise ValueError(f"applicationLogLevel and systemLogLevel must be one of {', '.join(LOG_LEVELS)}")
     if not 0 <= s.key_cache_seconds <= 300:

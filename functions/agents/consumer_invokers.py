@@ -1,14 +1,28 @@
-"""How the consumer dispatcher calls a queue's function: a Lambda invoke on AWS, or, locally,
-a Python callable named in POSTBOX_CONSUMERS (`send-email=mypkg.handlers.send_email,...`)."""
+"""How the consumer dispatcher calls a queue's function: a Lambda invoke on AWS, as the queue's
+tenant, or, locally, a Python callable named in POSTBOX_CONSUMERS (`send-email=mypkg.handlers.send_email,...`).
+
+On AWS (POSTBOX_CONSUMER_INVOKER_ROLE_ARN set) each tenant's invokes go through a session of the
+consumer invoker role tagged `postbox-tenant=<tenant>`; that role may invoke only functions named
+`<prefix><tenant>-*` for the tag's tenant, so even a name that slipped past the API's check could
+not reach another tenant's function. Sessions are kept per tenant until shortly before they end.
+"""
 
 from __future__ import annotations
 
 import importlib
 import json
 import os
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
+from postbox import config
+from postbox.queues import consumer_functions
 from postbox.queues.consumers import Invoker
+
+SESSION_S = 900  # the shortest session STS gives
+RENEW_BEFORE_S = 120  # a session this close to its end is not used for another invoke
 
 
 class ConsumerFailed(Exception):
@@ -21,22 +35,62 @@ def local_consumers(spec: str | None = None) -> dict[str, str]:
     return {name.strip(): target.strip() for name, target in pairs}
 
 
-def lambda_invoker(client: Any = None) -> Invoker:
+def invoke_with(client: Any, function_name: str, payload: dict[str, Any]) -> None:
     """Invoke the function synchronously; a FunctionError counts as a failure."""
-    if client is None:
-        import boto3
+    answer = client.invoke(
+        FunctionName=function_name,
+        InvocationType="RequestResponse",
+        Payload=json.dumps(payload).encode(),
+    )
+    if answer.get("FunctionError"):
+        detail = answer["Payload"].read()[:500].decode("utf-8", "replace")
+        raise ConsumerFailed(f"{answer['FunctionError']}: {detail}")
 
-        client = boto3.client("lambda")
 
-    def invoke(function_name: str, payload: dict[str, Any]) -> None:
-        answer = client.invoke(
-            FunctionName=function_name,
-            InvocationType="RequestResponse",
-            Payload=json.dumps(payload).encode(),
-        )
-        if answer.get("FunctionError"):
-            detail = answer["Payload"].read()[:500].decode("utf-8", "replace")
-            raise ConsumerFailed(f"{answer['FunctionError']}: {detail}")
+def tenant_sessions(role_arn: str, sts: Any = None, make_client: Callable[..., Any] | None = None
+                    ) -> Callable[[str], Any]:
+    """A Lambda client per tenant, on a session of `role_arn` tagged with the tenant."""
+    import boto3
+
+    sts = sts or boto3.client("sts")
+    make_client = make_client or boto3.client
+    held: dict[str, tuple[Any, float]] = {}
+    lock = threading.Lock()
+
+    def client_for(tenant_id: str) -> Any:
+        token = consumer_functions.tenant_token(tenant_id)
+        with lock:
+            found = held.get(token)
+            if found is not None and found[1] > time.monotonic():
+                return found[0]
+            credentials = sts.assume_role(
+                RoleArn=role_arn, RoleSessionName=f"consumers-{token}", DurationSeconds=SESSION_S,
+                Tags=[{"Key": consumer_functions.TENANT_TAG, "Value": token}],
+            )["Credentials"]
+            client = make_client("lambda", aws_access_key_id=credentials["AccessKeyId"],
+                                 aws_secret_access_key=credentials["SecretAccessKey"],
+                                 aws_session_token=credentials["SessionToken"])
+            held[token] = (client, time.monotonic() + SESSION_S - RENEW_BEFORE_S)
+            return client
+
+    return client_for
+
+
+def lambda_invoker(client: Any = None, client_for: Callable[[str], Any] | None = None) -> Invoker:
+    """Invoke as the tenant (a client per tenant from `client_for`; with the invoker role configured,
+    a tagged session of it), or with one `client` for every tenant (local use with AWS credentials)."""
+    role_arn = config.settings().consumer_invoker_role_arn
+    if client_for is None and client is None and role_arn:
+        client_for = tenant_sessions(role_arn)
+    elif client_for is None:
+        if client is None:
+            import boto3
+
+            client = boto3.client("lambda")
+        client_for = lambda tenant_id: client  # noqa: E731
+
+    def invoke(tenant_id: str, function_name: str, payload: dict[str, Any]) -> None:
+        invoke_with(client_for(tenant_id), function_name, payload)
 
     return invoke
 
@@ -56,22 +110,26 @@ def _can_reach_lambda() -> bool:
 
 
 def choose_invoker(lambda_client: Any = None) -> Invoker:
-    """Functions named in POSTBOX_CONSUMERS run in process; every other name is a Lambda function."""
+    """Functions named in POSTBOX_CONSUMERS run in process, by their whole name or by the name after
+    the tenant's prefix (`send-email` serves `postbox-consumer-<tenant>-send-email`); every other
+    name is a Lambda function."""
     local = local_consumers()
     remote: Invoker | None = None
 
-    def invoke(function_name: str, payload: dict[str, Any]) -> None:
+    def invoke(tenant_id: str, function_name: str, payload: dict[str, Any]) -> None:
         nonlocal remote
-        if function_name in local:
-            _python_callable(local[function_name])(payload, None)
+        own = consumer_functions.own_name(tenant_id, function_name)
+        target = local.get(function_name) or (local.get(own) if own else None)
+        if target:
+            _python_callable(target)(payload, None)
             return
         if remote is None:
             if lambda_client is None and not _can_reach_lambda():
                 raise ConsumerFailed(
-                    f"no local consumer named {function_name!r}: name a Python function for it with"
-                    f" POSTBOX_CONSUMERS=\"{function_name}=package.module.function\" (or give AWS a region"
+                    f"no local consumer named {own or function_name!r}: name a Python function for it with"
+                    f" POSTBOX_CONSUMERS=\"{own or function_name}=package.module.function\" (or give AWS a region"
                     " and credentials to invoke a Lambda function of that name)")
             remote = lambda_invoker(lambda_client)
-        remote(function_name, payload)
+        remote(tenant_id, function_name, payload)
 
     return invoke

@@ -49,6 +49,8 @@ class Settings:
     export_retention_days: int  # how long an export is kept (the bucket's lifecycle rule says the same)
     on_lambda: bool  # running as a Lambda function (AWS_LAMBDA_FUNCTION_NAME is set)
     consumer_dispatch_function: str | None  # the consumer-dispatch function a send starts (none locally)
+    consumer_function_pattern: str  # consumer functions are named <its prefix><tenant hex>-<name>
+    consumer_invoker_role_arn: str | None  # the role the dispatcher invokes consumers as, per tenant (AWS)
     encryption_keys: str | None  # the payload key ring as JSON (else read from the secret below)
     encryption_keys_secret_arn: str | None  # the Secrets Manager secret holding the key ring
     encryption_key: str | None  # the one legacy key (base64): opens version-1 envelopes
@@ -82,6 +84,8 @@ def settings() -> Settings:
         export_retention_days=_int("POSTBOX_EXPORT_RETENTION_DAYS", 7),
         on_lambda="AWS_LAMBDA_FUNCTION_NAME" in os.environ,
         consumer_dispatch_function=os.environ.get("POSTBOX_CONSUMER_DISPATCH_FUNCTION") or None,
+        consumer_function_pattern=os.environ.get("POSTBOX_CONSUMER_FUNCTION_PATTERN") or "postbox-consumer-*",
+        consumer_invoker_role_arn=os.environ.get("POSTBOX_CONSUMER_INVOKER_ROLE_ARN") or None,
         encryption_keys=os.environ.get("POSTBOX_ENCRYPTION_KEYS") or None,
         encryption_keys_secret_arn=os.environ.get("POSTBOX_ENCRYPTION_KEYS_SECRET_ARN") or None,
         encryption_key=os.environ.get("POSTBOX_ENCRYPTION_KEY") or None,

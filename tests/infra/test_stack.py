@@ -215,6 +215,13 @@ def queue_surfaces() -> set[str]:
     return {r.function for r in route_table.ROUTES if r.path.startswith((route_table.QUEUES, route_table.SQS))}
 
 
+def queues_surface() -> set[str]:
+    return {r.function for r in route_table.ROUTES if r.path.startswith(route_table.QUEUES)}
+
+
+INVOKER_ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/postbox-prod-consumer-invoker"
+
+
 def test_function_environment(prod: StackRun):
     """Only migrate holds a secret (the master user's); every other function logs in to the proxy as
     postbox_app with IAM tokens; surfaces LISTEN straight to the cluster and read the key ring."""
@@ -243,8 +250,10 @@ def test_function_environment(prod: StackRun):
                             POSTBOX_ENCRYPTION_KEYS_SECRET_ARN=keys_secret, POSTBOX_KEY_CACHE_SECONDS="30")
         if name in queue_surfaces() | {"consumer-dispatch"}:
             expected["POSTBOX_CONSUMER_DISPATCH_FUNCTION"] = "postbox-prod-consumer-dispatch"
-        if name == "consumer-dispatch":
+        if name in queues_surface() | {"consumer-dispatch"}:  # the queues API checks a consumer's name
             expected["POSTBOX_CONSUMER_FUNCTION_PATTERN"] = "postbox-consumer-*"
+        if name == "consumer-dispatch":
+            expected.update(POSTBOX_CONSUMER_INVOKER_ROLE_ARN=INVOKER_ROLE_ARN, AWS_STS_REGIONAL_ENDPOINTS="regional")
         if name in ("work", "work-gdpr"):  # the GDPR export routes' surface and the agent writing exports
             expected.update(POSTBOX_EXPORT_BUCKET="postbox-prod-exports-abc123", POSTBOX_EXPORT_RETENTION_DAYS="7",
                             POSTBOX_EXPORT_URL_SECONDS="900")
@@ -537,16 +546,22 @@ DISPATCHER_ARN = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:postbox-prod-consu
 
 
 def assert_invokes_only_what_it_must(run: StackRun) -> None:
-    """The dispatcher invokes the consumers; the queues and SQS surfaces (whose sends start a dispatch) and the
-    dispatcher (which restarts itself for a queue it could not drain) invoke the dispatcher; no one else
-    invokes anything."""
+    """The queues and SQS surfaces (whose sends start a dispatch) and the dispatcher (which restarts
+    itself for a queue it could not drain) invoke the dispatcher; no function's own role invokes
+    anything else: the consumers are invoked through the consumer invoker role alone."""
     for name, policy in lambda_role_policies(run).items():
         invoked = {st["Resource"] for st in invoke_statements(policy)}
         assert all(st["Action"] == ["lambda:InvokeFunction"] for st in invoke_statements(policy))
-        if name in queue_surfaces():
+        if name in queue_surfaces() | {"consumer-dispatch"}:
             assert invoked == {DISPATCHER_ARN}, name
-        elif name != "consumer-dispatch":
+        else:
             assert not invoked, name
+        assumes = [st for st in statements(policy) if any(a.startswith("sts:") for a in as_list(st["Action"]))]
+        if name == "consumer-dispatch":
+            assert assumes == [{"Sid": "InvokeConsumersAsTheirTenant", "Effect": "Allow",
+                                "Action": ["sts:AssumeRole", "sts:TagSession"], "Resource": INVOKER_ROLE_ARN}]
+        else:
+            assert assumes == [], name
 
 
 def test_only_the_dispatch_path_may_invoke_functions(prod: StackRun):
@@ -556,8 +571,21 @@ def test_only_the_dispatch_path_may_invoke_functions(prod: StackRun):
 
 
 def assert_consumer_dispatch_scoped(run: StackRun, pattern: str) -> None:
-    invoked = {st["Resource"] for st in invoke_statements(lambda_role_policies(run)["consumer-dispatch"])}
-    assert invoked == {f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{pattern}", DISPATCHER_ARN}
+    """The consumer invoker role: assumed by the dispatcher's role alone, with the tenant tag alone, it
+    invokes only `<prefix><the session's tenant>-*`."""
+    dispatcher_role = run.one(ROLE, "role-consumer-dispatch").outputs["arn"]
+    invoker = run.one(ROLE, "consumer-invoker")
+    assert invoker.inputs["name"] == "postbox-prod-consumer-invoker"
+    assert statements(invoker.policy()) == [{
+        "Sid": "DispatcherAsOneTenant", "Effect": "Allow", "Principal": {"AWS": dispatcher_role},
+        "Action": ["sts:AssumeRole", "sts:TagSession"],
+        "Condition": {"StringLike": {"aws:RequestTag/postbox-tenant": "?*"},
+                      "ForAllValues:StringEquals": {"aws:TagKeys": ["postbox-tenant"]}}}]
+    [policy] = [p for p in run.of_type(ROLE_POLICY) if p.inputs["role"] == invoker.id]
+    prefix = pattern.removesuffix("*")
+    assert statements(policy.policy()) == [{
+        "Sid": "InvokeTheTenantsConsumers", "Effect": "Allow", "Action": ["lambda:InvokeFunction"],
+        "Resource": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{prefix}${{aws:PrincipalTag/postbox-tenant}}-*"}]
 
 
 def test_tables_drive_the_stack(monkeypatch):

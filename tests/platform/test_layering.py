@@ -175,3 +175,17 @@ def test_the_domain_reads_its_environment_and_makes_aws_clients_in_one_place():
 def test_the_cycle_finder_finds_a_cycle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _cycles(graph) == [["a", "b", "c", "a"]]
+
+
+NETWORK = ("socket", "ssl", "http.client", "urllib.request", "httpx", "requests", "urllib3", "aiohttp")
+
+
+def test_outbound_http_goes_through_one_module():
+    """A call to an address a tenant names has one way out, `postbox.outbound` (its checks: see
+    there); the local runtime's own server and command line serve, they call no tenant's address."""
+    found = [f"{MODULES[name].relative_to(ROOT)}:{line} imports {imported}"
+             for name in MODULES if name.startswith(("postbox.", "functions."))
+             and name != "postbox.outbound" and not name.startswith("functions.local")
+             for imported, line in _imports(name)
+             if any(imported == module or imported.startswith(module + ".") for module in NETWORK)]
+    assert found == []

@@ -37,8 +37,8 @@ def started(monkeypatch) -> list[int]:
 
 
 def _consumer_queue(tenant, name, **consumer):
-    service.create_queue(tenant.principal, name, {"visibility_timeout_sec": 5,
-                                                  "consumer": {"function_name": "record-fn", **consumer}})
+    service.create_queue(tenant.principal, name, {
+        "visibility_timeout_sec": 5, "consumer": {"function_name": fn.name_for(tenant.tenant_id), **consumer}})
     return _queue_id(tenant, name)
 
 
@@ -110,10 +110,10 @@ def _only(queue_name):
 
     inner = choose_invoker()
 
-    def invoke(function_name, payload):
+    def invoke(tenant_id, function_name, payload):
         if payload["queue"] != queue_name:
             raise RuntimeError("not this test's queue")
-        inner(function_name, payload)
+        inner(tenant_id, function_name, payload)
 
     return invoke
 
@@ -155,7 +155,7 @@ def test_slots_are_lease_rows_not_advisory_locks(tenant):
     service.send_messages(tenant.principal, "kick-jobs", [1])
     seen = []
 
-    def invoke(function_name, payload):
+    def invoke(tenant_id, function_name, payload):
         with db.connection() as conn:
             seen.append(conn.execute(
                 "SELECT (SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'),"

@@ -13,6 +13,8 @@ from functions.agents.consumer_invokers import ConsumerFailed, choose_invoker, l
 from postbox.queues import consumers, service
 from support import consumer_functions as fn
 
+TENANT = "0f3a3c1e-5d2b-4c8e-9a71-2b6f0d4e8c11"
+
 
 @pytest.fixture(autouse=True)
 def local_function(monkeypatch):
@@ -26,10 +28,10 @@ def _only(queue_name):
     """An invoker that serves only this test's queue (other tests' queues may have consumers)."""
     inner = choose_invoker()
 
-    def invoke(function_name, payload):
+    def invoke(tenant_id, function_name, payload):
         if payload["queue"] != queue_name:
             raise RuntimeError("not this test's queue")
-        inner(function_name, payload)
+        inner(tenant_id, function_name, payload)
 
     return invoke
 
@@ -37,7 +39,7 @@ def _only(queue_name):
 def _consumer_queue(tenant, name, **consumer):
     service.create_queue(tenant.principal, name, {
         "visibility_timeout_sec": 1,
-        "consumer": {"function_name": "record-fn", **consumer},
+        "consumer": {"function_name": fn.name_for(tenant.tenant_id), **consumer},
     })
 
 
@@ -121,7 +123,7 @@ def test_lambda_invoker_calls_lambda_and_reports_function_errors():
                 calls.append(answer)
                 return answer
 
-        lambda_invoker(Recording())("postbox-consumer-x", {"queue": "q", "messages": [{"msg_id": 1}]})
+        lambda_invoker(Recording())(TENANT, "postbox-consumer-x", {"queue": "q", "messages": [{"msg_id": 1}]})
         request, answer = calls
         assert request["FunctionName"] == "postbox-consumer-x"
         assert request["InvocationType"] == "RequestResponse"  # synchronous: a failure is seen
@@ -133,7 +135,7 @@ def test_lambda_invoker_calls_lambda_and_reports_function_errors():
             return {"FunctionError": "Unhandled", "Payload": FakeStream(b'{"errorMessage": "boom"}')}
 
     with pytest.raises(ConsumerFailed, match="boom"):
-        lambda_invoker(ErrorClient())("f", {})
+        lambda_invoker(ErrorClient())(TENANT, "f", {})
 
 
 def test_local_consumer_spec_parsing():
@@ -147,4 +149,4 @@ def test_an_unknown_local_consumer_points_at_postbox_consumers(monkeypatch, tmp_
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("POSTBOX_CONSUMERS", "")
     with pytest.raises(ConsumerFailed, match="POSTBOX_CONSUMERS=\"send-email=package.module.function\""):
-        choose_invoker()("send-email", {"queue": "q", "messages": []})
+        choose_invoker()(TENANT, "send-email", {"queue": "q", "messages": []})

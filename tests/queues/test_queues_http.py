@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from postbox import db
+from postbox.queues import consumer_functions
 from support.http import client
 
 
@@ -298,16 +299,17 @@ def test_max_reads_without_dead_letter_queue_archives_as_dead(api):
 
 
 def test_get_patch_delete_and_404s(api):
-    _create(api, "q", description="Outgoing mail", consumer={"function_name": "send-email", "batch_size": 10})
+    send_email = consumer_functions.prefix(api.tenant.tenant_id) + "send-email"
+    _create(api, "q", description="Outgoing mail", consumer={"function_name": send_email, "batch_size": 10})
     q = api.get("/api/v1/queues/q").json()
-    assert q["consumer"] == {"function_name": "send-email", "enabled": True, "batch_size": 10, "concurrency": 2,
+    assert q["consumer"] == {"function_name": send_email, "enabled": True, "batch_size": 10, "concurrency": 2,
                              "visibility_timeout_sec": None, "ack": "archive", "last_error": ""}
     assert set(q["metrics"]) == {"queue_name", "queue_length", "visible", "in_flight", "delayed",
                                  "oldest_msg_age_sec", "newest_msg_age_sec", "total_messages", "archived",
                                  "dead_lettered", "stored_bytes", "scrape_time"}
     r = api.patch("/api/v1/queues/q", json={"consumer": {"enabled": False}})
     assert r.status_code == 200
-    assert r.json()["consumer"]["enabled"] is False and r.json()["consumer"]["function_name"] == "send-email"
+    assert r.json()["consumer"]["enabled"] is False and r.json()["consumer"]["function_name"] == send_email
     assert r.json()["description"] == "Outgoing mail"
     assert api.patch("/api/v1/queues/q", json={"consumer": {"ack": "keep"}}).status_code == 422
     assert api.patch("/api/v1/queues/q", json={"max_reads": 0}).status_code == 422

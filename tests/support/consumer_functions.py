@@ -5,12 +5,19 @@ from __future__ import annotations
 import threading
 import time
 
+from postbox.queues import consumer_functions
+
 calls: list[dict] = []
 call_times: list[float] = []  # time.monotonic() at each call's start
 active = 0
 peak = 0
 fail_next = 0
 _lock = threading.Lock()
+
+
+def name_for(tenant_id: str, name: str = "record-fn") -> str:
+    """The tenant's function `name` (its whole name): POSTBOX_CONSUMERS serves it by `name`."""
+    return consumer_functions.prefix(tenant_id) + name
 
 
 def reset() -> None:

@@ -113,7 +113,7 @@ def test_private_addresses_are_refused_without_the_switch(tenant, feed, receiver
     m = messages.publish(tenant.principal, s["id"], q["id"], {"body": "x"})[0]
     push.deliver()
     assert receiver.got == []
-    assert "private address" in _delivery(tenant, s, sub, m["id"])["failure_reason"]
+    assert "not a public address" in _delivery(tenant, s, sub, m["id"])["failure_reason"]
 
 
 def test_push_needs_a_url_and_switching_makes_a_secret(tenant, feed):

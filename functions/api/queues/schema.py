@@ -20,7 +20,8 @@ _NULLABLE_CONSUMER_FIELDS = {"visibility_timeout_sec"}
 
 
 class Consumer(_Strict):
-    function_name: Annotated[str, Field(max_length=128)] | None = None
+    # One of the tenant's own functions, <prefix><tenant id hex>-<name> (postbox.queues.consumer_functions).
+    function_name: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")] | None = None
     enabled: bool | None = None
     batch_size: Annotated[int, Field(ge=1, le=100)] | None = None
     concurrency: Annotated[int, Field(ge=1, le=10)] | None = None

@@ -29,10 +29,11 @@ from typing import Any
 import psycopg
 
 from .. import aws, config, db
-from . import engine
+from . import consumer_functions, engine
 
-# A function gets {"queue": name, "messages": [...]} and raises (or returns an error) on failure.
-Invoker = Callable[[str, dict[str, Any]], None]
+# invoke(tenant_id, function_name, payload): the function gets {"queue": name, "messages": [...]}, and
+# the invoker raises on failure. It invokes as the queue's tenant (see `consumer_functions`).
+Invoker = Callable[[str, str, dict[str, Any]], None]
 logger = logging.getLogger(__name__)
 
 MAX_CONCURRENCY = 10
@@ -55,6 +56,7 @@ _HAS_VISIBLE = "SELECT EXISTS (SELECT 1 FROM queue_messages WHERE queue_id = %s 
 @dataclass(frozen=True)
 class ConsumerQueue:
     ref: engine.QueueRef
+    tenant_id: str
     name: str
     function_name: str
     batch_size: int
@@ -67,16 +69,18 @@ def consumer_queues(queue_id: int | None = None) -> list[ConsumerQueue]:
     """Every queue with an enabled consumer (or just `queue_id`, if it has one)."""
     with db.transaction() as conn:
         rows = conn.execute(
-            "SELECT id, visibility_timeout_sec, max_reads, dead_letter_queue_id, name, consumer FROM queues"
+            "SELECT id, visibility_timeout_sec, max_reads, dead_letter_queue_id, tenant_id::text, name, consumer"
+            " FROM queues"
             " WHERE consumer IS NOT NULL AND (consumer->>'enabled')::boolean IS NOT FALSE"
             " AND coalesce(consumer->>'function_name', '') <> '' AND (%s::bigint IS NULL OR id = %s)"
             " ORDER BY id",
             (queue_id, queue_id),
         ).fetchall()
     out = []
-    for qid, vt, max_reads, dlq, name, c in rows:
+    for qid, vt, max_reads, dlq, tenant_id, name, c in rows:
         out.append(ConsumerQueue(
             ref=engine.QueueRef(qid, vt, max_reads, dlq),
+            tenant_id=tenant_id,
             name=name,
             function_name=c["function_name"],
             batch_size=int(c.get("batch_size") or 10),
@@ -99,15 +103,20 @@ def deliver_one_batch(conn: psycopg.Connection, queue: ConsumerQueue, invoke: In
     """Claim one batch, invoke, ack on success. Returns how many messages were delivered (0 = none).
 
     `conn` is in autocommit mode; the claim and the ack are each their own short transaction, so no
-    transaction stays open while the function runs.
+    transaction stays open while the function runs. A function that is not the queue's tenant's
+    (named before the rule) is never invoked: nothing is claimed and `last_error` says why.
     """
+    if consumer_functions.own_name(queue.tenant_id, queue.function_name) is None:
+        _record(conn, queue.ref.id, f"{queue.function_name!r} is not one of this tenant's functions"
+                                    f" ({consumer_functions.prefix(queue.tenant_id)}<name>): not invoked")
+        return 0
     with conn.transaction():
         batch = engine.read(conn, queue.ref, queue.batch_size, queue.visibility_timeout_sec)
     if not batch:
         return 0
     payload = {"queue": queue.name, "messages": [m.as_dict() for m in batch]}
     try:
-        invoke(queue.function_name, payload)
+        invoke(queue.tenant_id, queue.function_name, payload)
     except Exception as exc:  # the function failed: its batch comes back after the timeout
         _record(conn, queue.ref.id, f"{type(exc).__name__}: {exc}")
         return 0

@@ -9,7 +9,7 @@ import psycopg
 from .. import db, limits, names
 from ..errors import Conflict, Invalid, LimitExceeded, NotFound
 from ..tenancy import Principal
-from . import engine, plans
+from . import consumer_functions, engine, plans
 from .catalog import find, one, require, scope
 
 NAME = names.QUEUE.regex
@@ -54,12 +54,14 @@ def _check_retention(plan: plans.Limits, days: int | None) -> None:
         )
 
 
-def _consumer(current: dict | None, change: dict | None) -> dict | None:
+def _consumer(tenant_id: str, current: dict | None, change: dict | None) -> dict | None:
+    """The consumer after `change`: its function must be one of the tenant's (`consumer_functions`)."""
     if change is None:
         return None
     merged = {**CONSUMER_DEFAULTS, **(current or {}), **change}
     if not merged.get("function_name"):
         raise Invalid("consumer.function_name is required for a consumer.", code="consumer")
+    consumer_functions.check(tenant_id, merged["function_name"])
     return merged
 
 
@@ -80,7 +82,7 @@ def insert_queue(conn: psycopg.Connection, principal: Principal, name: str, sett
     _check_retention(plan, settings.get("retention_days"))
     dlq = _dead_letter_target(conn, principal, settings.get("dead_letter_queue"), name)
     vt = settings.get("visibility_timeout_sec")
-    consumer = _consumer(None, settings.get("consumer"))
+    consumer = _consumer(principal.tenant_id, None, settings.get("consumer"))
     row = conn.execute(
         "INSERT INTO queues (tenant_id, project_id, name, description, visibility_timeout_sec, max_reads,"
         " dead_letter_queue_id, retention_days, app_send, consumer, created_by)"
@@ -144,7 +146,7 @@ def change_queue(conn: psycopg.Connection, principal: Principal, name: str, chan
                           code="dead_letter_queue")
         sets["dead_letter_queue_id"] = target
     if "consumer" in changes:
-        merged = _consumer(consumer, changes["consumer"])
+        merged = _consumer(principal.tenant_id, consumer, changes["consumer"])
         sets["consumer"] = psycopg.types.json.Jsonb(merged) if merged else None
         if merged is None or merged.get("function_name") != (consumer or {}).get("function_name"):
             sets["consumer_last_error"] = ""

@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 
-from .. import db, limits
+from .. import db, limits, outbound
 from ..errors import NotFound, Unprocessable
 from ..tenancy import Principal, require
 from . import acl, audit, hitl
@@ -73,6 +73,16 @@ def _push_needs_url(mode: str | None, url: str | None) -> None:
                             fields=[{"field": "push_url", "message": "required with delivery_mode push"}])
 
 
+def _check_push_url(url: str | None) -> None:
+    """A URL set must be one a push may go to (`outbound`'s rules; a host name is resolved, and its
+    addresses checked, at every delivery)."""
+    if url:
+        try:
+            outbound.check_url(url)
+        except outbound.Refused as e:
+            raise Unprocessable(f"push_url: {e}.", fields=[{"field": "push_url", "message": str(e)}]) from None
+
+
 def create(principal: Principal, scope_id: str, fields: dict[str, Any]) -> dict[str, Any]:
     """A subscription on a queue of the scope, within the plan's subscriptions (and webhooks, for a
     push one): on a broadcast queue it receives the messages published from now on; on a competing
@@ -80,6 +90,7 @@ def create(principal: Principal, scope_id: str, fields: dict[str, Any]) -> dict[
     tenant_id = require(principal, CONSUME)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     _push_needs_url(fields.get("delivery_mode"), fields.get("push_url"))
+    _check_push_url(fields.get("push_url"))
     secret = _new_secret() if fields.get("delivery_mode") == "push" else None
     with db.transaction() as conn:
         queue_id = parse_id(fields["queue_id"], "SCAIQUEUE_QUEUE_NOT_FOUND")
@@ -132,6 +143,7 @@ def update(principal: Principal, scope_id: str, sub_id: str, fields: dict[str, A
             if k in fields}
     if "filter" in fields:
         cols["filter"] = as_json(fields["filter"])
+    _check_push_url(fields.get("push_url"))
     with db.transaction() as conn:
         acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE, subscription=sub_id)
         found = conn.execute("SELECT delivery_mode, push_url, push_secret FROM work_subscriptions"
