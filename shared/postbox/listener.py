@@ -11,10 +11,11 @@ registration runs until the latest deadline of the channel's waiters plus REGIST
 a steady arrival of waiters renews it every few seconds, not at each one; one that is renewed is
 written anew (a new row, the old one deleted), which is all `postbox_listen` may do to `waiters`.
 
-Without a connection (none could be opened within LISTEN_WAIT_S, or it broke) waiters are woken
-to re-check and go on re-checking on their period; the thread tries again every RECONNECT_S and,
-connected again, LISTENs on every channel still needed and wakes their waiters (what was notified
-in between is lost, so they look). A connection idle for IDLE_CLOSE_S is closed.
+Without a connection (none could be opened, or it broke) waiters are let go at once (after at most
+LISTEN_WAIT_S while one is being opened), woken to look when it broke, and re-check on their period;
+the thread tries again every RECONNECT_S and, connected again, LISTENs on every channel still
+needed and wakes their waiters (what was notified in between is lost, so they look). A connection
+idle for IDLE_CLOSE_S is closed.
 """
 
 from __future__ import annotations
