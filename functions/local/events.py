@@ -45,10 +45,18 @@ def is_text(content_type: str | None) -> bool:
 
 
 def _join(pairs: list[tuple[str, str]]) -> dict[str, str]:
-    """API Gateway folds repeated headers and query parameters into one comma-joined value."""
+    """API Gateway folds repeated headers and query parameters into one comma-joined value: joined
+    once per name at the end (appending to the value at each repeat copies it, quadratic in the
+    repeats)."""
     out: dict[str, str] = {}
+    repeats: dict[str, list[str]] = {}
     for k, v in pairs:
-        out[k] = f"{out[k]},{v}" if k in out else v
+        if k in out:
+            repeats.setdefault(k, [out[k]]).append(v)
+        else:
+            out[k] = v
+    for k, values in repeats.items():
+        out[k] = ",".join(values)
     return out
 
 

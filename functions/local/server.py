@@ -9,10 +9,16 @@ connection's thread.
 What a client meets is plain HTTP/1.1: keep-alive (a connection idle for KEEP_ALIVE_S is closed),
 chunked request bodies, `Expect: 100-continue`, HEAD (the headers only), pipelined requests
 answered in order, a body over the gateway's limit answered 413 (with `Expect`, before the body is
-sent, and the connection closed), and a request that is not HTTP answered 400 and closed. Every
-answer has a Content-Length but an SSE one (`text/event-stream`), which EventSource clients and the
-Durable Streams protocol expect as a stream: it goes out chunked (one chunk, then the last), so the
-connection stays open, or, to an HTTP/1.0 client, delimited by closing the connection.
+sent, and the connection closed), a request whose line and headers run past MAX_HEAD_BYTES
+answered 431 and closed (the rest unread), and a request that is not HTTP answered 400 and closed
+(a folded header line, obs-fold, among them: RFC 9112 lets a server refuse it, and the parser
+does). Every answer has a Content-Length but an SSE one (`text/event-stream`), which EventSource
+clients and the Durable Streams protocol expect as a stream: it goes out chunked (one chunk, then
+the last), so the connection stays open, or, to an HTTP/1.0 client, delimited by closing the
+connection.
+
+A connection's thread is all a waiting request holds (`postbox.wakeup`: no database connection), so
+the server holds as many long polls as the process has threads and descriptors for (500 are tested).
 
 `postbox dev --workers N` binds the port once and runs N worker processes on it (`serve_workers`);
 each accepts its own connections, and one that dies is started again.
@@ -42,7 +48,10 @@ KEEP_ALIVE_S = 5.0
 """How long a connection may sit idle between requests."""
 READ_TIMEOUT_S = 60.0
 """How long a request that has begun may take to arrive in full."""
+MAX_HEAD_BYTES = 16 * 1024
+"""The most a request's line and headers may take together."""
 _BAD_REQUEST = json_message(400, "Bad Request")
+_HEAD_TOO_LARGE = json_message(431, "Request Header Fields Too Large")
 _FAILED = json_message(500, "Internal Server Error")
 _NO_BODY = {204, 304}
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length"}
@@ -114,11 +123,13 @@ class Server:
 
 
 class _Request:
-    __slots__ = ("url", "headers", "body", "size", "method", "keep_alive", "chunked", "too_large", "refuse_now")
+    __slots__ = ("url", "headers", "head_done", "body", "size", "method", "keep_alive", "chunked", "too_large",
+                 "refuse_now")
 
     def __init__(self) -> None:
         self.url = b""
         self.headers: list[tuple[str, str]] = []
+        self.head_done = False
         self.body: list[bytes] = []
         self.size = 0
         self.method = "GET"
@@ -136,6 +147,7 @@ class _Connection:
         self.parser = httptools.HttpRequestParser(self)
         self.current: _Request | None = None
         self.complete: list[_Request] = []
+        self.head_bytes = 0  # of the current request's head, read so far (see `_feed`)
 
     # ---- the parser's callbacks ----
 
@@ -150,6 +162,7 @@ class _Connection:
 
     def on_headers_complete(self) -> None:
         request = self.current
+        request.head_done = True
         request.method = self.parser.get_method().decode("ascii", "replace")
         request.keep_alive = self.parser.should_keep_alive()
         request.chunked = self.parser.get_http_version() != "1.0"
@@ -194,7 +207,9 @@ class _Connection:
             if not data:
                 return
             try:
-                self.parser.feed_data(data)
+                if not self._feed(data):
+                    self._send(_HEAD_TOO_LARGE, head=False, keep_alive=False)
+                    return
             except httptools.HttpParserUpgrade:
                 # A request asking to switch protocols (h2c, websocket): answered in HTTP/1.1, the
                 # only protocol here, as a server that ignores the offer does; then the connection
@@ -216,6 +231,36 @@ class _Connection:
                 if not self._answer(self.complete.pop(0)):
                     return
             self.sock.settimeout(READ_TIMEOUT_S if self.current is not None else KEEP_ALIVE_S)
+
+    def _reading_a_head(self) -> bool:
+        return self.current is None or not self.current.head_done
+
+    def _feed(self, data: bytes) -> bool:
+        """Hand `data` to the parser; False when a request's head has run past MAX_HEAD_BYTES.
+
+        While a head is being read the parser gets at most what takes it to the limit (it keeps a
+        header's pieces by copying them together), and a head unfinished there is over it. A head is
+        counted from the first byte read after the previous request ended: exactly when requests come
+        one at a time; a pipelined one that begins in the middle of a read, from the next read on."""
+        view = memoryview(data)
+        while view:
+            if not self._reading_a_head():  # a body: whole
+                self.parser.feed_data(view)
+                if self._reading_a_head():
+                    self.head_bytes = 0
+                return True
+            before, ended, room = self.current, len(self.complete), MAX_HEAD_BYTES - self.head_bytes
+            piece, view = view[:room], view[room:]
+            self.parser.feed_data(piece)
+            if not self._reading_a_head() or self.current is None:
+                self.head_bytes = 0
+            elif self.current is before:
+                self.head_bytes += len(piece)
+            else:  # began in this piece: all of it, unless a request ended in it too (then where is unknown)
+                self.head_bytes = len(piece) if len(self.complete) == ended else 0
+            if self.head_bytes >= MAX_HEAD_BYTES:
+                return False
+        return True
 
     @staticmethod
     def _path(request: _Request) -> tuple[str, str]:

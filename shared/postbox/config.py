@@ -42,6 +42,8 @@ class Settings:
     pool_max: int
     pool_timeout_s: float  # the longest a request waits for a database connection before its 503
     long_poll_ms: int
+    waits_per_tenant: int  # requests one tenant's keys may have waiting at once (long polls, SSE)
+    waits_per_address: int  # the same for anonymous callers, by client address
     key_cache_seconds: int
     region: str | None
     export_bucket: str | None  # GDPR exports go to this S3 bucket; without one they stay in the database
@@ -77,6 +79,8 @@ def settings() -> Settings:
         pool_max=_int("POSTBOX_POOL_MAX", 4),
         pool_timeout_s=_float("POSTBOX_POOL_TIMEOUT_S", 5.0),
         long_poll_ms=_int("POSTBOX_LONG_POLL_MS", 20000),
+        waits_per_tenant=_int("POSTBOX_WAITS_PER_TENANT", 100),
+        waits_per_address=_int("POSTBOX_WAITS_PER_ADDRESS", 16),
         key_cache_seconds=_int("POSTBOX_KEY_CACHE_SECONDS", 30),
         region=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
         export_bucket=os.environ.get("POSTBOX_EXPORT_BUCKET") or None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -184,67 +184,41 @@ def _check_if_idle(conn: psycopg.Connection) -> None:
         ConnectionPool.check_connection(conn)
 
 
+_closers: list[Callable[[], None]] = []
+
+
+def on_close(closer: Callable[[], None]) -> None:
+    """Have `close_pool` also call `closer` (the listener drops its connection with the pool's)."""
+    _closers.append(closer)
+
+
 def close_pool() -> None:
-    global _pool, _listen_pool
+    """Close every connection of this process (the environment may name another database next)."""
+    global _pool
     with _lock:
-        for p in (_pool, _listen_pool):
-            if p is not None:
-                p.close()
-        _pool = _listen_pool = None
+        if _pool is not None:
+            _pool.close()
+        _pool = None
+    for closer in _closers:
+        closer()
 
 
 # ---- the LISTEN connection ------------------------------------------------------------------------
-# RDS Proxy pins a session that LISTENs for as long as the client keeps it, so on AWS a long poll
-# listens on a connection of its own, straight to the cluster (POSTBOX_DB_LISTEN_HOST, as the
-# `postbox_listen` role, which may only register waiters). Everything else still goes through the
-# proxy. Locally the one pool serves both.
+# A process LISTENs on one connection of its own, outside the pool, held by its listener
+# (`postbox.listener`), so a waiting request holds no pooled connection. RDS Proxy pins a session
+# that LISTENs for as long as the client keeps it, so on AWS that connection goes straight to the
+# cluster (POSTBOX_DB_LISTEN_HOST, as the `postbox_listen` role, which may only register waiters).
+# Everything else still goes through the proxy.
 
-LISTEN_WAIT_S = 2.0  # how long a long poll waits for a listening connection before it falls back
-LISTEN_POOL_MAX = 2
-LISTEN_IDLE_S = 60.0
-_listen_pool: ConnectionPool | None = None
+LISTEN_CONNECT_TIMEOUT_S = 5
 
 
-def _listening_pool() -> ConnectionPool:
-    global _listen_pool
-    if _listen_pool is None:
-        with _lock:
-            if _listen_pool is None:
-                s = config.settings()
-                _listen_pool = ConnectionPool(
-                    lambda: _iam_conninfo(s.listen_host or "", s.listen_user or "postbox_listen"),
-                    min_size=0,
-                    max_size=LISTEN_POOL_MAX,
-                    max_idle=LISTEN_IDLE_S,
-                    kwargs=CONNECTION_KWARGS,
-                    reconnect_timeout=RECONNECT_TIMEOUT_S,
-                    check=_check_if_idle,
-                    reset=_reset,
-                    name="postbox-listen",
-                    open=True,
-                )
-    return _listen_pool
-
-
-@contextmanager
-def listen_connection() -> Iterator[psycopg.Connection | None]:
-    """A connection to LISTEN on: the pool's own locally; on AWS one straight to the cluster, or None
-    when none comes within LISTEN_WAIT_S (the role's connection limit is reached, the cluster is
-    unreachable): the waiter then re-checks on its period alone, through the proxy."""
-    if not config.settings().listen_host:
-        with connection() as conn:
-            yield conn
-        return
-    listen_pool = _listening_pool()
-    try:
-        conn = listen_pool.getconn(timeout=LISTEN_WAIT_S)
-    except (PoolTimeout, psycopg.OperationalError):
-        yield None
-        return
-    try:
-        yield conn
-    finally:
-        listen_pool.putconn(conn)
+def listen_connect() -> psycopg.Connection:
+    """A new connection to LISTEN on (OperationalError when none can be opened): to the cluster as
+    POSTBOX_DB_LISTEN_USER when POSTBOX_DB_LISTEN_HOST is set, else where the pool connects."""
+    s = config.settings()
+    info = _iam_conninfo(s.listen_host, s.listen_user or "postbox_listen") if s.listen_host else conninfo()
+    return psycopg.connect(info, connect_timeout=LISTEN_CONNECT_TIMEOUT_S, **CONNECTION_KWARGS)
 
 
 @contextmanager

@@ -1,5 +1,5 @@
-"""On AWS a long poll LISTENs on a connection of its own straight to the cluster (RDS Proxy would pin
-a LISTENing session), as postbox_listen with an IAM token; when none can be had it falls back to
+"""On AWS a process's long polls LISTEN on its one connection straight to the cluster (RDS Proxy would
+pin a LISTENing session), as postbox_listen with an IAM token; when none can be had they fall back to
 re-checking. Here the "cluster" is the test server, reached as postbox_listen."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 import psycopg
 import pytest
 
-from postbox import config, db, roles
+from postbox import config, db, listener, roles
 from postbox.queues import service
 
 
@@ -30,17 +30,12 @@ def direct_listen(database_url, monkeypatch):
     monkeypatch.setattr(db, "_iam_token", lambda host, port, user, region: tokens.append((host, user)) or "token")
     db._secret_cache.clear()
     config.reset()
+    listener.stop()  # the next wait connects as set here
     yield tokens
-    _close_listen_pool()
+    listener.stop()
     monkeypatch.undo()
     config.reset()
     db._secret_cache.clear()
-
-
-def _close_listen_pool():
-    if db._listen_pool is not None:
-        db._listen_pool.close()
-        db._listen_pool = None
 
 
 def _queue_id(tenant, name) -> int:
@@ -62,7 +57,8 @@ def test_a_long_poll_listens_directly_as_the_listen_role_and_a_send_wakes_it(ten
     with db.connection() as conn:
         row = conn.execute("SELECT usename FROM pg_stat_activity WHERE query LIKE 'INSERT INTO waiters%%'"
                            " AND state = 'idle'").fetchone()
-    # the waiter LISTENs, then registers, on the listen role's own connection (its last statement)
+    # the process LISTENs, then registers the waiter's channel, on the listen role's own connection
+    # (its last statement)
     assert row == (roles.LISTEN,)
     service.send_messages(tenant.principal, "q", ["hello"])
     t.join(30)
@@ -73,9 +69,9 @@ def test_a_long_poll_listens_directly_as_the_listen_role_and_a_send_wakes_it(ten
 
 def test_without_a_listening_connection_a_long_poll_still_finds_the_message(tenant, direct_listen, monkeypatch):
     monkeypatch.setenv("POSTBOX_DB_LISTEN_HOST", "/nonexistent-socket-dir")
-    monkeypatch.setattr(db, "LISTEN_WAIT_S", 0.2)
+    monkeypatch.setattr(listener, "LISTEN_WAIT_S", 0.2)
     config.reset()
-    _close_listen_pool()
+    listener.stop()
     service.create_queue(tenant.principal, "q", {})
     found = []
     t = threading.Thread(target=lambda: found.append(
@@ -85,5 +81,4 @@ def test_without_a_listening_connection_a_long_poll_still_finds_the_message(tena
     service.send_messages(tenant.principal, "q", ["by re-check"])
     t.join(30)
     assert [m["message"] for m in found[0]] == ["by re-check"]
-    with db.listen_connection() as conn:
-        assert conn is None
+    assert not listener.current().connected

@@ -1,6 +1,6 @@
 """The local gateway's HTTP server, spoken to over raw sockets: keep-alive and pipelining, chunked
-bodies, `Expect: 100-continue`, HEAD, the body limit, requests that are not HTTP, and SSE answers
-framed without Content-Length."""
+bodies, `Expect: 100-continue`, HEAD, the body and header limits, requests that are not HTTP, and SSE
+answers framed without Content-Length."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from functions.local.events import HttpResponse
-from functions.local.server import Server
+from functions.local.server import MAX_HEAD_BYTES, Server
 
 
 class Echo:
@@ -150,6 +150,56 @@ def test_what_is_not_http_is_400_and_closed(served, garbage):
         status, headers, _ = _read_response(sock, bytearray())
         assert status == 400 and headers["connection"] == "close"
         assert sock.recv(10) == b""
+
+
+def test_a_folded_header_line_is_400_and_closed(served):
+    """obs-fold (a header line continued on the next, which starts with a space): RFC 9112 lets a
+    server refuse it, and this one does."""
+    server, _ = served
+    with _connect(server) as sock:
+        sock.sendall(b"GET /f HTTP/1.1\r\nHost: t\r\nX-Folded: a\r\n b\r\n\r\n")
+        status, headers, _ = _read_response(sock, bytearray())
+        assert status == 400 and headers["connection"] == "close"
+
+
+def _head_of(size: int, path: str = "/big") -> bytes:
+    """A GET whose line and headers take exactly `size` bytes (the blank line included)."""
+    start = f"GET {path} HTTP/1.1\r\nHost: t\r\nX-Pad: ".encode()
+    return start + b"p" * (size - len(start) - 4) + b"\r\n\r\n"
+
+
+_OVER = MAX_HEAD_BYTES + 1
+
+
+@pytest.mark.parametrize("request_bytes, piece", [
+    (_head_of(_OVER), None),  # one header too long
+    (b"GET /many HTTP/1.1\r\n" + b"X-A: bbbbbbbbbbbbbbbbbbbbbbbb\r\n" * 600 + b"\r\n", None),  # many headers
+    (b"GET /" + b"u" * _OVER + b" HTTP/1.1\r\nHost: t\r\n\r\n", None),  # the URL
+    (_head_of(_OVER), 1000),  # arriving in pieces
+    (b"GET /endless HTTP/1.1\r\nX-Endless: " + b"e" * (4 * 1024 * 1024), None),  # no end in sight
+], ids=["header", "many-headers", "url", "in-pieces", "endless"])
+def test_a_head_over_16_kib_is_431_and_closed(served, request_bytes, piece):
+    server, _ = served
+    with _connect(server) as sock:
+        try:
+            for at in range(0, len(request_bytes), piece or len(request_bytes)):
+                sock.sendall(request_bytes[at:at + (piece or len(request_bytes))])
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered and closed before it was all sent
+        status, headers, body = _read_response(sock, bytearray())
+    assert status == 431 and headers["connection"] == "close"
+    assert json.loads(body) == {"message": "Request Header Fields Too Large"}
+
+
+def test_heads_of_16_kib_are_served_one_after_another_and_pipelined(served):
+    server, _ = served
+    with _connect(server) as sock:
+        buffer = bytearray()
+        sock.sendall(_head_of(MAX_HEAD_BYTES, "/one"))
+        assert json.loads(_read_response(sock, buffer)[2])["path"] == "/one"
+        sock.sendall(_head_of(MAX_HEAD_BYTES, "/two") + _head_of(MAX_HEAD_BYTES, "/three"))
+        assert json.loads(_read_response(sock, buffer)[2])["path"] == "/two"
+        assert json.loads(_read_response(sock, buffer)[2])["path"] == "/three"
 
 
 def test_an_upgrade_offer_is_answered_in_http_1_1_and_closed(served):

@@ -11,6 +11,7 @@ import time
 import pytest
 from sqs_clients import ATTRIBUTES, code, error_of, moto_md5
 
+from postbox import config, wait_slots
 from support.http import client
 
 
@@ -133,6 +134,18 @@ def test_long_poll_wakes_on_a_send(sqs):
     assert received(sqs, url, WaitTimeSeconds=1) == []
     assert time.monotonic() - started >= 0.9
     assert code(error_of(sqs.receive_message, QueueUrl=url, WaitTimeSeconds=21)) == "InvalidParameterValue"
+
+
+def test_a_receive_over_the_tenants_cap_of_waits_is_request_throttled(sqs, tenant, monkeypatch):
+    """SQS's own answer to too many requests, which SDKs retry; it has waited for nothing."""
+    monkeypatch.setenv("POSTBOX_WAITS_PER_TENANT", "1")
+    config.reset()
+    url = sqs.create_queue(QueueName="capped")["QueueUrl"]
+    with wait_slots.held(wait_slots.caller(tenant.principal), 30):  # the tenant's one slot, taken
+        refused = error_of(sqs.receive_message, QueueUrl=url, WaitTimeSeconds=10)
+    assert code(refused) == "RequestThrottled" and refused.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    assert int(refused.response["ResponseMetadata"]["HTTPHeaders"]["retry-after"]) >= 1
+    assert received(sqs, url, WaitTimeSeconds=1) == []  # the slot given back: it waits again
 
 
 def test_the_queues_wait_time_is_the_default_long_poll(sqs):

@@ -12,7 +12,7 @@ from urllib.parse import quote, unquote
 
 from aws_lambda_powertools.event_handler import Response
 
-from functions.api.durable.resolver import app, query
+from functions.api.durable.resolver import app, principal, query
 from functions.api.durable.wire import (
     MAX_BODY,
     MAX_READ,
@@ -31,7 +31,7 @@ from functions.api.durable.wire import (
     wants_ndjson,
     whole_number,
 )
-from postbox import wakeup
+from postbox import wait_slots, wakeup
 from postbox.durable import catalog, lifecycle, live, offsets, reads, snapshots, writes
 from postbox.durable.access import Access
 from postbox.durable.model import CreateSpec, Read, Scope
@@ -197,7 +197,8 @@ def read(form: Form, headers: dict[str, str]) -> Response:
     timed_out = False
     if live_mode == "long-poll":
         result, timed_out = live.wait_read(form.scope, form.name, start, max_bytes=MAX_READ, now=now,
-                                           timeout_s=wakeup.max_wait_seconds(), incarnation=incarnation)
+                                           timeout_s=wakeup.max_wait_seconds(), caller=_waiting_caller(),
+                                           incarnation=incarnation)
     else:
         result = reads.read(form.scope, form.name, start, max_bytes=MAX_READ, now=now, incarnation=incarnation,
                             strict=form.hosted)
@@ -220,11 +221,16 @@ def read(form: Form, headers: dict[str, str]) -> Response:
     return answer(200, out, body, content_type)
 
 
+def _waiting_caller() -> wait_slots.Caller:
+    """Whose waits a live read counts among: its key's tenant, or an anonymous reader's address."""
+    return wait_slots.caller(principal(), app.current_event.request_context.http.source_ip)
+
+
 def _sse(form: Form, start: int | None, now: bool, cursor: str | None, incarnation: str | None) -> Response:
     """A bounded SSE answer: each data event followed by a control event, one control event for a
     read that found nothing."""
     batches = live.window(form.scope, form.name, start, now=now, incarnation=incarnation, max_bytes=MAX_READ,
-                          timeout_s=wakeup.max_wait_seconds())
+                          timeout_s=wakeup.max_wait_seconds(), caller=_waiting_caller())
     binary = sse_is_binary(batches[0].stream.content_type)
     parts: list[str] = []
     for result in batches:

@@ -47,8 +47,8 @@ _INCARNATION = re.compile(r"^[0-9a-f]{16}$")
 _SAFE_INT = 2**53 - 1
 # Far beyond any use, and inside PostgreSQL's timestamps when added to now (about 31,700 years).
 MAX_TTL_SECONDS = 10**12
-# The protocol's names for the shared permission check's refusals.
-_WIRE_CODES = {"unauthorized": "INVALID_CREDENTIAL", "forbidden": "FORBIDDEN"}
+# The protocol's names for the shared permission check's refusals, and for a caller's cap of waits.
+_WIRE_CODES = {"unauthorized": "INVALID_CREDENTIAL", "forbidden": "FORBIDDEN", "too_many_waits": "LIVE_READS_EXHAUSTED"}
 
 
 def error_body(code: str, message: str) -> str:

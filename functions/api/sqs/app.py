@@ -22,7 +22,16 @@ from functions.observability import instrument, request_logger
 from functions.request_record import request_story
 from postbox import inputs, jsoncodec
 from postbox.db import RETRY_AFTER_S
-from postbox.errors import Forbidden, Invalid, LimitExceeded, NotFound, PostboxError, Unauthorized, Unavailable
+from postbox.errors import (
+    Forbidden,
+    Invalid,
+    LimitExceeded,
+    NotFound,
+    PostboxError,
+    TooManyRequests,
+    Unauthorized,
+    Unavailable,
+)
 from postbox.sqs import actions, errors, identity, sigv4
 
 logger, metrics, lambda_handler = instrument("sqs")
@@ -77,6 +86,8 @@ def as_sqs(error: PostboxError) -> tuple[errors.SqsError, dict[str, str] | None]
         return errors.no_queue(), None
     if isinstance(error, LimitExceeded):
         return errors.over_limit(error.message), None
+    if isinstance(error, TooManyRequests):  # a caller's cap of waiting receives
+        return errors.throttled(error.message), {"Retry-After": str(error.details.get("retry_after", 1))}
     if isinstance(error, Invalid) or error.status < 500:
         return errors.invalid_parameter(error.message), None
     return errors.SqsError("InternalFailure", "internal error", status=500, query_code="InternalFailure",

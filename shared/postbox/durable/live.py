@@ -6,15 +6,16 @@ from __future__ import annotations
 import time
 
 from postbox import wakeup
+from postbox.wait_slots import Caller
 
 from . import reads
 from .model import Read, Scope
 
 
-def wait_read(scope: Scope, name: str, start: int | None, *, max_bytes: int, timeout_s: float, now: bool = False,
-              incarnation: str | None = None) -> tuple[Read, bool]:
+def wait_read(scope: Scope, name: str, start: int | None, *, max_bytes: int, timeout_s: float, caller: Caller,
+              now: bool = False, incarnation: str | None = None) -> tuple[Read, bool]:
     """A long-poll: answer at once if there is data (or the stream is closed at its tail), else wait up
-    to `timeout_s` for an append. Returns the read and whether it timed out."""
+    to `timeout_s` for an append, as one of `caller`'s waits. Returns the read and whether it timed out."""
     position = {"start": start, "now": now}
 
     def attempt() -> tuple[Read, list[str]]:
@@ -23,12 +24,12 @@ def wait_read(scope: Scope, name: str, start: int | None, *, max_bytes: int, tim
         position.update(start=result.start, now=False)  # `now` is the tail of the first look only
         return result, [wakeup.channel(wakeup.DURABLE, result.stream.id)]
 
-    result = wakeup.long_poll(attempt, timeout_s, done=lambda r: not r.waits)
+    result = wakeup.long_poll(attempt, timeout_s, caller=caller, done=lambda r: not r.waits)
     return result, result.waits
 
 
 def window(scope: Scope, name: str, start: int | None, *, now: bool, incarnation: str | None, max_bytes: int,
-           timeout_s: float) -> list[Read]:
+           timeout_s: float, caller: Caller) -> list[Read]:
     """The reads of one SSE answer: the catch-up, then waits for appends until `timeout_s` has passed.
     It ends at once when the stream is closed at its tail, when `max_bytes` were read, or when data
     arrived after a wait (the client reconnects from the last offset)."""
@@ -47,7 +48,7 @@ def window(scope: Scope, name: str, start: int | None, *, now: bool, incarnation
         left = deadline - time.monotonic()
         if left <= 0:
             return batches
-        result, timed_out = wait_read(scope, name, position, max_bytes=max_bytes, timeout_s=left,
+        result, timed_out = wait_read(scope, name, position, max_bytes=max_bytes, timeout_s=left, caller=caller,
                                       incarnation=incarnation)
         if timed_out:
             return batches

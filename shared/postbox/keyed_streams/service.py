@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import errors as pg_errors
 
-from .. import db, names, wakeup
+from .. import db, names, wait_slots, wakeup
 from ..errors import Conflict, Invalid, NotFound
 from ..tenancy import DEFAULT_PROJECT, Principal
 from . import access, catalog, delivery, lifecycle, messages, publishing, subscriptions
@@ -315,7 +315,7 @@ def consume(principal: Principal, name: str, project: str | None, sub_name: str,
                   "lease_expires_at": iso(d.lease_until)} for d in leased if d.offset in docs]
         return found, [lifecycle.channel(stream.id)]
 
-    return {"messages": wakeup.long_poll(lambda: _work(run), wait_ms / 1000)}
+    return {"messages": wakeup.long_poll(lambda: _work(run), wait_ms / 1000, caller=wait_slots.caller(principal))}
 
 
 def _receipts(receipts: list[str]) -> list:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .. import db, tenancy, wakeup
+from .. import db, tenancy, wait_slots, wakeup
 from ..errors import Invalid, NotFound
 from ..tenancy import Principal
 from . import QUEUE_MODE, admin, consume, dlq, produce, queues, reads, resources
@@ -89,7 +89,7 @@ def pop(principal: Principal, request: PopRequest) -> list[dict[str, Any]]:
                     break
         return found, [wakeup.channel(wakeup.PARTITIONED, queue_id)]
 
-    return wakeup.long_poll(attempt, wait_ms / 1000)
+    return wakeup.long_poll(attempt, wait_ms / 1000, caller=wait_slots.caller(principal))
 
 
 def ack(principal: Principal, acks: list[Ack]) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .. import db, jsoncodec, tenancy, wakeup
+from .. import db, jsoncodec, tenancy, wait_slots, wakeup
 from ..errors import Invalid, NotFound, TooLarge
 from ..tenancy import Principal
 from . import consumers, engine
@@ -80,7 +80,7 @@ def read_messages(
             channels.append(wakeup.channel(wakeup.QUEUE, _queue_id(principal, name)))
         return found, channels
 
-    return wakeup.long_poll(attempt, wait_seconds)
+    return wakeup.long_poll(attempt, wait_seconds, caller=wait_slots.caller(principal))
 
 
 def pop_messages(principal: Principal, name: str, qty: int) -> list[dict[str, Any]]:

@@ -38,6 +38,11 @@ def queue_exists(message: str) -> SqsError:
     return SqsError("QueueNameExists", message, query_code="QueueAlreadyExists")
 
 
+def throttled(message: str) -> SqsError:
+    """SQS's answer to a request over a rate or a count it allows (SDKs retry it, after Retry-After)."""
+    return SqsError("RequestThrottled", message)
+
+
 def invalid_parameter(message: str) -> SqsError:
     return SqsError("InvalidParameterValueException", message, query_code="InvalidParameterValue")
 

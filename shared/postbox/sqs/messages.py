@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from .. import db, jsoncodec, tenancy, wakeup
+from .. import db, jsoncodec, tenancy, wait_slots, wakeup
 from ..errors import LimitExceeded, NotFound, TooLarge
 from ..queues import consumers, engine
 from ..tenancy import Principal
@@ -497,7 +497,7 @@ def receive(principal: Principal, name: str, request: dict[str, Any]) -> dict[st
         with db.connection() as conn, db.domain_errors():
             return conn.execute("SELECT sqs_receive(%s, %s, %s, %s, %s, %s)", args).fetchone()[0], channels
 
-    rows = _in_sqs_terms(lambda: wakeup.long_poll(claim, float(wait)))
+    rows = _in_sqs_terms(lambda: wakeup.long_poll(claim, float(wait), caller=wait_slots.caller(principal)))
     if not rows:
         return {}  # as SQS answers an empty receive: no Messages member
     return {"Messages": [_received(queue, principal, r, system, wanted) for r in rows]}
