@@ -117,6 +117,7 @@ def resolve(headers: dict[str, str] | None, path: str | None = None, source_ip: 
         "scopes": ",".join(principal.scopes),
         "subject_type": principal.subject_type,
         "subject_id": principal.subject_id,
+        **({"lineage": ",".join(principal.lineage)} if principal.lineage else {}),  # keys it descends from
         **_limits(principal),
     }
 

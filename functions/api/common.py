@@ -46,6 +46,7 @@ def principal_from(context: dict[str, Any] | None) -> Principal | None:
         allowed_scopes=_listed(context.get("allowed_scopes")),
         ip_allowlist=_listed(context.get("ip_allowlist")),
         expires_at=datetime.fromisoformat(context["expires_at"]) if context.get("expires_at") else None,
+        lineage=_listed(context.get("lineage")) or (),
     )
 
 

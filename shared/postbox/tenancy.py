@@ -49,6 +49,9 @@ class Principal:
     ip_allowlist: tuple[str, ...] | None = None
     # When the key stops working (None: never); no key it mints may outlive it.
     expires_at: datetime | None = None
+    # The ids of the keys this one descends from (the key that minted it, then that key's lineage):
+    # a `deny` ACL entry naming any of them binds this key too, so minting never escapes one.
+    lineage: tuple[str, ...] = ()
 
     @property
     def is_work_key(self) -> bool:
@@ -256,7 +259,7 @@ def revoke_key(key_id: str) -> None:
 
 _RESOLVE = """
 SELECT id, tenant_id, project_id, role, scopes, subject_type, subject_id, allowed_scopes::text[], ip_allowlist,
-       expires_at
+       expires_at, lineage::text[]
 FROM api_keys
 WHERE (key_hash = %(h)s OR (previous_hash = %(h)s AND previous_valid_until > clock_timestamp()))
   AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > clock_timestamp())
@@ -272,8 +275,10 @@ def resolve_key(key: str) -> Principal | None:
         row = conn.execute(_RESOLVE, {"h": hash_key(key)}).fetchone()
     if row is None:
         return None
-    key_id, tenant_id, project_id, role, scopes, subject_type, subject_id, allowed_scopes, ip_allowlist, expires = row
+    (key_id, tenant_id, project_id, role, scopes, subject_type, subject_id, allowed_scopes, ip_allowlist, expires,
+     lineage) = row
     return Principal(str(tenant_id), str(project_id) if project_id else None, role, str(key_id), tuple(scopes),
                      subject_type=subject_type or "api_key", subject_id=subject_id or "",
                      allowed_scopes=None if allowed_scopes is None else tuple(allowed_scopes),
-                     ip_allowlist=None if ip_allowlist is None else tuple(ip_allowlist), expires_at=expires)
+                     ip_allowlist=None if ip_allowlist is None else tuple(ip_allowlist), expires_at=expires,
+                     lineage=tuple(lineage))

@@ -11,7 +11,9 @@ by `work_scope_of`, free when the scope has no ACL rows), the others call it wit
   `allow` entries giving it on the queues the request touches; its allowed_operations still cap it;
 - a `deny` entry on a queue removes its role's operations there for its actor, over any grant.
 
-Entries match the caller's actor (`Principal.actor`) or, with actor_type `api_key`, its key id.
+Entries match the caller's actor (`Principal.actor`) or, with actor_type `api_key`, its key id; a
+`deny` by key id also matches every key minted from that key (`Principal.lineage`), so minting an
+equal key never sheds a deny, while grants and allows by key id give to that key alone.
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ def guard(principal: Principal, tenant_id: str, scope_id: str | None, op: str, *
     actor_type, actor_id = principal.actor
     return as_json({
         "tenant": tenant_id, "scope": scope_id, "op": op, "actor_type": actor_type, "actor_id": actor_id,
-        "key_id": principal.key_id, "work_key": principal.is_work_key, "queue": queue,
+        "key_id": principal.key_id, "lineage": list(principal.lineage), "work_key": principal.is_work_key,
+        "queue": queue,
         "messages": [m for m in (messages or []) if m], "subscription": subscription,
     })
 

@@ -8,7 +8,8 @@ only its SHA-256 is stored. Rotation gives a new secret under the same key id an
 one valid for `grace_period_seconds`; revocation ends both at once.
 
 Every key operation holds to `postbox.key_power`: a caller mints, rotates (and so reads the new
-secret of), revokes, reads or lists only keys within its own power.
+secret of), revokes, reads or lists only keys within its own power. A minted key records its
+lineage (the minting key and that key's own), so an ACL deny on any of them binds it too.
 
 The tenant in the path must be the caller's own: another tenant's id is answered 404, exactly
 like a tenant that does not exist.
@@ -39,6 +40,12 @@ _DOC = """jsonb_build_object(
     'revoked_at', k.revoked_at, 'revoked_reason', k.revoked_reason, 'created_at', k.created_at,
     'state', CASE WHEN k.revoked_at IS NOT NULL THEN 'revoked'
                   WHEN k.expires_at <= clock_timestamp() THEN 'expired' ELSE 'active' END)"""
+
+
+# A new key's lineage: the minting key, then the keys that key descends from, as stored (none for
+# `postbox admin`). Read from the minting key's row, so it is what that key's own lineage is now.
+_LINEAGE = """coalesce((SELECT m.id || m.lineage FROM api_keys m WHERE m.id::text = %s AND m.tenant_id = %s),
+    '{}')"""
 
 
 def _missing() -> NotFound:
@@ -89,13 +96,13 @@ def mint(principal: Principal, tenant_id: str, fields: dict[str, Any]) -> dict[s
         expires_at = key_power.new_expiry(conn, fields.get("expires_in_days"), fields.get("expires_at"))
         doc = conn.execute(
             "INSERT INTO api_keys AS k (tenant_id, name, prefix, key_hash, role, scopes, subject_type, subject_id,"
-            " key_type, allowed_scopes, ip_allowlist, grace_period_seconds, expires_at)"
-            " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::uuid[], %s, %s, %s)"
+            " key_type, allowed_scopes, ip_allowlist, grace_period_seconds, expires_at, lineage)"
+            f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::uuid[], %s, %s, %s, {_LINEAGE})"
             f" RETURNING {_DOC}",
             (tenant_id, fields.get("label") or "", key[:10], hash_key(key), WORK_ROLE,
              sorted(set(fields["allowed_operations"])), fields.get("subject_type") or "service", fields["subject_id"],
              fields.get("key_type") or "service", scopes, fields.get("ip_allowlist"),
-             fields.get("grace_period_seconds", 300), expires_at),
+             fields.get("grace_period_seconds", 300), expires_at, principal.key_id, tenant_id),
         ).fetchone()[0]
         key_power.require_within(principal, key_power.work_key(doc), "mint")
         _audit(conn, principal, "created", doc)

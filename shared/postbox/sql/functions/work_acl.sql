@@ -35,11 +35,14 @@ CREATE OR REPLACE FUNCTION work_acl_active(c jsonb) RETURNS boolean LANGUAGE sql
             AND (c->>'not_after' IS NULL OR (c->>'not_after')::timestamptz > clock_timestamp()))
 $$;
 
--- The ACL check of one request. p: {tenant, scope (or subscription), op, actor_type, actor_id, key_id, work_key,
--- queue?, messages?, subscription?}. A missing scope passes (the loader beside it answers 404).
+-- The ACL check of one request. p: {tenant, scope (or subscription), op, actor_type, actor_id, key_id, lineage,
+-- work_key, queue?, messages?, subscription?}. A missing scope passes (the loader beside it answers 404).
 -- Deny entries on a queue the request touches win over everything; in a scope with grants a work
 -- key's actor needs a grant whose role gives `op`, or allow entries giving it on every queue the
 -- request touches. Tenant keys keep their tenant-wide rights (only denies apply to them).
+-- An `api_key` deny entry binds its key and every key in whose lineage it is (the keys minted from
+-- it, directly or through others), so no key escapes a deny by minting an equal key; `api_key`
+-- grants and allows give only to that key itself.
 CREATE OR REPLACE FUNCTION work_acl_check(p jsonb) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE
     v_scope uuid := coalesce((p->>'scope')::uuid,  -- a route naming only a subscription: its scope
@@ -48,7 +51,10 @@ DECLARE
     v_type text := p->>'actor_type';
     v_id text := p->>'actor_id';
     v_key text := p->>'key_id';
+    v_keys text[];  -- the caller's key id, then the ids of the keys it descends from
     v_work boolean := coalesce((p->>'work_key')::boolean, false);
+    v_inherited boolean;  -- the deny found names a key the caller descends from
+    v_denied text;
     v_grants int;
     v_entries int;
     v_queues bigint[];
@@ -58,6 +64,7 @@ BEGIN
     IF NOT FOUND OR (v_entries = 0 AND (v_grants = 0 OR NOT v_work)) THEN
         RETURN;
     END IF;
+    v_keys := ARRAY[v_key] || ARRAY(SELECT jsonb_array_elements_text(coalesce(p->'lineage', '[]')));
     v_queues := ARRAY(
         SELECT id FROM work_queues WHERE scope_id = v_scope AND queue_id = (p->>'queue')::uuid
         UNION
@@ -66,13 +73,20 @@ BEGIN
           AND m.id = ANY(ARRAY(SELECT jsonb_array_elements_text(coalesce(p->'messages', '[]')))::uuid[])
         UNION
         SELECT x.queue_id FROM work_subscriptions x WHERE x.scope_id = v_scope AND x.id = (p->>'subscription')::uuid);
-    IF v_entries > 0 AND EXISTS (
-        SELECT 1 FROM work_queue_acl a
+    IF v_entries > 0 THEN
+        SELECT a.actor_type = 'api_key' AND a.actor_id = ANY(v_keys[2:]), a.actor_id INTO v_inherited, v_denied
+        FROM work_queue_acl a
         WHERE a.queue_id = ANY(v_queues) AND a.effect = 'deny'
-          AND ((a.actor_type = v_type AND a.actor_id = v_id) OR (a.actor_type = 'api_key' AND a.actor_id = v_key))
-          AND v_op = ANY(work_acl_role_ops(a.role)) AND work_acl_active(a.conditions)) THEN
-        RAISE EXCEPTION USING ERRCODE = 'PB403', DETAIL = 'AUTHZ_PERMISSION_DENIED',
-            MESSAGE = format('An ACL entry of this queue denies %s to %s %s.', v_op, v_type, v_id);
+          AND ((a.actor_type = v_type AND a.actor_id = v_id) OR (a.actor_type = 'api_key' AND a.actor_id = ANY(v_keys)))
+          AND v_op = ANY(work_acl_role_ops(a.role)) AND work_acl_active(a.conditions)
+        ORDER BY 1  -- an entry naming the caller itself before one naming a key it descends from
+        LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'PB403', DETAIL = 'AUTHZ_PERMISSION_DENIED',
+                MESSAGE = format('An ACL entry of this queue denies %s to %s %s', v_op, v_type, v_id)
+                    || CASE WHEN v_inherited THEN format(', minted from api_key %s, which it names.', v_denied)
+                            ELSE '.' END;
+        END IF;
     END IF;
     IF NOT v_work OR v_grants = 0 THEN
         RETURN;
