@@ -22,9 +22,10 @@ WORK_SUBSCRIPTIONS = "max_work_subscriptions"
 WEBHOOKS = "max_webhooks"  # the work surface's push subscriptions
 SQS_CREDENTIALS = "max_sqs_credentials"
 API_KEYS = "max_api_keys"
+PROJECTS = "max_projects"  # made by POST /v1/projects, or by an SQS credential or key naming a new one
 
 ALL = (QUEUES, DURABLE_STREAMS, KEYED_STREAMS, KEYED_SUBSCRIPTIONS, PARTITIONED_QUEUES, FLOWS, WORK_SCOPES,
-       WORK_QUEUES, WORK_SUBSCRIPTIONS, WEBHOOKS, SQS_CREDENTIALS, API_KEYS)
+       WORK_QUEUES, WORK_SUBSCRIPTIONS, WEBHOOKS, SQS_CREDENTIALS, API_KEYS, PROJECTS)
 
 
 def check(conn: psycopg.Connection, tenant_id: str, limit: str) -> None:

@@ -175,9 +175,11 @@ def tenant_name(tenant_id: str) -> str | None:
 
 
 def create_project(tenant_id: str, name: str) -> str:
-    """A new project of the tenant; its name is unique in the tenant (409 when taken)."""
+    """A new project of the tenant, within the plan's projects; its name is unique in the tenant (409
+    when taken)."""
     names.PROJECT.check(name)
     with db.transaction() as conn:
+        limits.check(conn, tenant_id, limits.PROJECTS)
         row = conn.execute(
             "INSERT INTO projects (tenant_id, name) VALUES (%s, %s) ON CONFLICT (tenant_id, name) DO NOTHING"
             " RETURNING id::text",
@@ -196,16 +198,13 @@ def list_projects(tenant_id: str) -> list[dict]:
 
 
 def ensure_project(tenant_id: str, name: str, conn: psycopg.Connection | None = None) -> str:
-    """The id of the tenant's project `name`, made if it is missing (in `conn`'s transaction if given)."""
+    """The id of the tenant's project `name`, made if it is missing (in `conn`'s transaction if given),
+    within the plan's projects (LimitExceeded max_projects; a project that exists is never refused)."""
     if conn is None:
         with db.transaction() as own:
             return ensure_project(tenant_id, name, own)
-    row = conn.execute(
-        "INSERT INTO projects (tenant_id, name) VALUES (%s, %s)"
-        " ON CONFLICT (tenant_id, name) DO UPDATE SET name = excluded.name RETURNING id",
-        (tenant_id, name),
-    ).fetchone()
-    return str(row[0])
+    with db.domain_errors():
+        return str(conn.execute("SELECT project_ensure(%s, %s)", (tenant_id, name)).fetchone()[0])
 
 
 def create_key(
@@ -217,15 +216,15 @@ def create_key(
     scopes: tuple[str, ...] = (),
     expires_at: datetime | None = None,
 ) -> IssuedKey:
-    """Issue a new key, within the plan's keys; the plain key is returned once and only its hash is
-    stored."""
+    """Issue a new key, within the plan's keys (and projects, when it names one the tenant does not
+    have: it is made with the key); the plain key is returned once and only its hash is stored."""
     if role not in ROLES:
         raise Invalid(f"role must be one of {', '.join(ROLES)}")
     if role == "anon" and project is None:
         project = DEFAULT_PROJECT
-    project_id = ensure_project(tenant_id, project) if project else None
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     with db.transaction() as conn:
+        project_id = ensure_project(tenant_id, project, conn) if project else None
         limits.check(conn, tenant_id, limits.API_KEYS)
         row = conn.execute(
             "INSERT INTO api_keys (tenant_id, project_id, name, prefix, key_hash, role, scopes, expires_at)"

@@ -1,7 +1,8 @@
 """Plan limits on every kind of resource a tenant creates, over HTTP through the local gateway: up to
 the limit each creation lands, the next is the surface's 4xx naming the limit (SQS's OverLimit on
 the SQS face), creations racing at the edge end with exactly the limit made, and deleting one frees
-a place. Each test's tenant is on a plan of its own: the `pro` plan with one limit made small."""
+a place (where it can be deleted). Each test's tenant is on a plan of its own: the `pro` plan with
+one limit made small."""
 
 from __future__ import annotations
 
@@ -61,12 +62,13 @@ def http_answer(r: httpx.Response, code: Callable[[Any], str | None], made: Call
 @dataclass
 class Kind:
     """One way a tenant makes a resource a plan counts: `create(c, ctx, i)` makes the i-th,
-    `delete(c, ctx, i, made)` removes it, `setup(c, tenant)` makes what they need first (a scope, a
-    stream) and answers their context; `refusal` is the status and code of one too many."""
+    `delete(c, ctx, i, made)` removes it (None: it cannot be deleted), `setup(c, tenant)` makes what
+    they need first (a scope, a stream) and answers their context; `refusal` is the status and code
+    of one too many; `uses` names what the tenant already holds of the kind."""
     id: str
     limit: str
     create: Callable[[httpx.Client, Any, int], Answer]
-    delete: Callable[[httpx.Client, Any, int, Any], None]
+    delete: Callable[[httpx.Client, Any, int, Any], None] | None
     refusal: tuple[int, str]
     setup: Callable[[httpx.Client, tenants.TestTenant], Any] = lambda c, t: None
     uses: list[str] = field(default_factory=list)
@@ -286,9 +288,31 @@ API_KEYS = Kind(  # work keys over HTTP; the tenant's own manage key is one of t
     uses=["the tenant's key"],
 )
 
+
+# ---- projects ------------------------------------------------------------------------------------
+
+PROJECTS = Kind(  # no route deletes a project
+    "projects", limits.PROJECTS,
+    create=lambda c, ctx, i: http_answer(c.post("/v1/projects", json={"name": f"p{i}"}), _error_code,
+                                         lambda b: b["project_id"]),
+    delete=None,
+    refusal=(403, "max_projects"),
+    uses=["the tenant's default project"],
+)
+
+PROJECTS_BY_SQS_CREDENTIAL = Kind(  # a credential naming a project the tenant does not have makes it
+    "projects-by-sqs-credential", limits.PROJECTS,
+    create=lambda c, ctx, i: http_answer(c.post("/api/v1/sqs/credentials", json={"role": "read", "project": f"p{i}"}),
+                                         _queues_code, lambda b: b["project_id"]),
+    delete=None,
+    refusal=(403, "max_projects"),
+    uses=["the tenant's default project"],
+)
+
 KINDS = [QUEUES, SQS_QUEUES, SQS_CREDENTIALS, DURABLE_STREAMS, KEYED_STREAMS, KEYED_STREAMS_BY_PUBLISH,
          KEYED_SUBSCRIPTIONS, PARTITIONED_BY_PUSH, PARTITIONED_BY_CONFIGURE, FLOWS, WORK_SCOPES, WORK_QUEUES,
-         WORK_SUBSCRIPTIONS, WEBHOOKS, API_KEYS]
+         WORK_SUBSCRIPTIONS, WEBHOOKS, API_KEYS, PROJECTS, PROJECTS_BY_SQS_CREDENTIAL]
+DELETABLE = [k for k in KINDS if k.delete is not None]
 
 
 @dataclass
@@ -335,7 +359,7 @@ def test_creations_up_to_the_limit_land_and_the_next_is_refused_naming_it(limite
     t.assert_refused(t.create(t.room + 1))  # and stays refused
 
 
-@pytest.mark.parametrize("kind", KINDS, ids=[k.id for k in KINDS])
+@pytest.mark.parametrize("kind", DELETABLE, ids=[k.id for k in DELETABLE])
 def test_deleting_one_frees_a_place(limited, kind):
     t = limited(kind, SMALL)
     made = [t.create(i) for i in range(t.room)]
@@ -386,6 +410,45 @@ def test_admin_keys_count_against_the_plan(database_url):
     assert refused.value.code == "max_api_keys" and refused.value.details == {"limit": "max_api_keys", "value": 2}
     tenancy.revoke_key(str(tenancy.list_keys(tenant.tenant_id)[-1]["key_id"]))
     tenancy.create_key(tenant.tenant_id, "write")
+
+
+def test_projects_made_by_the_admin_or_by_a_key_naming_one_count_against_the_plan(database_url):
+    tenant = new_tenant(plan=plan_with(limits.PROJECTS, 2))  # its default project is the first
+    tenancy.create_project(tenant.tenant_id, "one")
+    keys_before = len(tenancy.list_keys(tenant.tenant_id))
+    for make in (lambda: tenancy.create_project(tenant.tenant_id, "two"),
+                 lambda: tenancy.create_key(tenant.tenant_id, "read", project="two"),
+                 lambda: credentials.mint(tenant.tenant_id, "read", project="two")):
+        with pytest.raises(LimitExceeded) as refused:
+            make()
+        assert refused.value.code == "max_projects"
+        assert refused.value.details == {"limit": "max_projects", "value": 2}
+    assert len(tenancy.list_keys(tenant.tenant_id)) == keys_before  # a refused key is not made either
+    tenancy.create_key(tenant.tenant_id, "read", project="one")  # naming a project it has makes none
+    credentials.mint(tenant.tenant_id, "read", project="one")
+    assert [p["name"] for p in tenancy.list_projects(tenant.tenant_id)] == ["default", "one"]
+
+
+def test_a_credential_naming_a_project_made_meanwhile_is_never_refused(gateway):
+    """At the limit, a credential naming a project that exists makes none, however it came to exist."""
+    tenant = new_tenant(plan=plan_with(limits.PROJECTS, 2))
+    with client(gateway.url, tenant.key) as c:
+        start = threading.Barrier(8)
+        answers: list[int] = []
+
+        def mint() -> None:
+            start.wait(timeout=30)
+            answers.append(c.post("/api/v1/sqs/credentials", json={"role": "read", "project": "same"}).status_code)
+
+        threads = [threading.Thread(target=mint) for _ in range(8)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(timeout=60)
+        assert answers == [201] * 8
+        r = c.post("/api/v1/sqs/credentials", json={"role": "read", "project": "other"})
+        assert r.status_code == 403 and r.json()["detail"]["code"] == "max_projects", r.text
+        assert [p["name"] for p in c.get("/v1/projects").json()["projects"]] == ["default", "same"]
 
 
 def test_switching_a_subscription_to_push_is_one_more_webhook(gateway):

@@ -142,6 +142,8 @@ BEGIN
         WHEN 'max_api_keys' THEN  -- every role's keys, work keys too, while they can be used
             SELECT count(*) INTO v FROM api_keys WHERE tenant_id = p_tenant AND revoked_at IS NULL
                AND (expires_at IS NULL OR expires_at > clock_timestamp());
+        WHEN 'max_projects' THEN  -- the default project too
+            SELECT count(*) INTO v FROM projects WHERE tenant_id = p_tenant;
     END CASE;  -- no branch: CASE_NOT_FOUND, an unknown limit is our own mistake
     RETURN v;
 END $$;
@@ -173,4 +175,29 @@ BEGIN
                              v_max, replace(substr(p_limit, 5), '_', ' '), p_limit),
             HINT = jsonb_build_object('limit', p_limit, 'value', v_max)::text;
     END IF;
+END $$;
+
+-- The id of the tenant's project p_name, made if it has none, within the plan's projects (PB403
+-- max_projects): for what names a project and makes it when missing (an SQS credential, a key).
+-- A project that exists takes no lock; a missing one is made as the other implicit creations are,
+-- the count taken after the insert under the lock taken before it, so one made meanwhile by another
+-- caller is found and never refused.
+CREATE OR REPLACE FUNCTION project_ensure(p_tenant uuid, p_name text) RETURNS uuid
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_id uuid;
+BEGIN
+    SELECT id INTO v_id FROM projects WHERE tenant_id = p_tenant AND name = p_name;
+    IF FOUND THEN
+        RETURN v_id;
+    END IF;
+    PERFORM plan_limit_lock(p_tenant, 'max_projects');
+    INSERT INTO projects (tenant_id, name) VALUES (p_tenant, p_name)
+    ON CONFLICT (tenant_id, name) DO NOTHING RETURNING id INTO v_id;
+    IF v_id IS NOT NULL THEN
+        PERFORM plan_limit_check(p_tenant, 'max_projects', 0);
+        RETURN v_id;
+    END IF;
+    SELECT id INTO v_id FROM projects WHERE tenant_id = p_tenant AND name = p_name;
+    RETURN v_id;
 END $$;
