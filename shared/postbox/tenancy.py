@@ -199,7 +199,9 @@ def list_projects(tenant_id: str) -> list[dict]:
 
 def ensure_project(tenant_id: str, name: str, conn: psycopg.Connection | None = None) -> str:
     """The id of the tenant's project `name`, made if it is missing (in `conn`'s transaction if given),
-    within the plan's projects (LimitExceeded max_projects; a project that exists is never refused)."""
+    within the plan's projects (LimitExceeded max_projects; a project that exists is never refused).
+    A project made by being named follows the name rule `create_project` does."""
+    names.PROJECT.check(name, "project")
     if conn is None:
         with db.transaction() as own:
             return ensure_project(tenant_id, name, own)

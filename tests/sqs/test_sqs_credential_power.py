@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from postbox import db, tenancy
-from postbox.errors import Forbidden, NotFound, Unprocessable
+from postbox.errors import Forbidden, Invalid, NotFound, Unprocessable
 from postbox.sqs import credentials
 from support.http import client
 
@@ -52,6 +52,16 @@ def test_project(tenant, named, allowed):
         credentials.mint(tenant.tenant_id, project=named, caller=caller)
     assert refused.value.details == {"field": "project"}
     assert named not in {p["name"] for p in tenancy.list_projects(tenant.tenant_id)} - {"default"}  # not made
+
+
+@pytest.mark.parametrize("named", ["x" * 65, "bad\x01name", "tab\there"])
+def test_a_project_made_by_naming_it_keeps_the_project_name_rule(tenant, named):
+    with pytest.raises(Invalid) as refused:
+        credentials.mint(tenant.tenant_id, project=named)
+    assert "project" in refused.value.message
+    with pytest.raises(Invalid):
+        tenancy.create_key(tenant.tenant_id, "write", project=named)
+    assert {p["name"] for p in tenancy.list_projects(tenant.tenant_id)} == {"default"}
 
 
 def test_a_key_of_no_project_mints_for_any(tenant):
