@@ -6,17 +6,23 @@
 
 from __future__ import annotations
 
+import logging
+import random
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
+from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import aws, config, errors, jsoncodec
+
+T = TypeVar("T")
+logger = logging.getLogger("postbox.db")
 
 _pool: ConnectionPool | None = None
 _lock = threading.Lock()
@@ -97,6 +103,7 @@ def pool() -> ConnectionPool:
                 s = config.settings()
                 _pool = ConnectionPool(
                     conninfo,
+                    connection_class=RetryingConnection,
                     min_size=s.pool_min,
                     max_size=max(s.pool_max, 1),
                     kwargs=CONNECTION_KWARGS,
@@ -155,15 +162,89 @@ def unavailable(reason: str) -> errors.Unavailable:
 
 @contextmanager
 def _available() -> Iterator[None]:
-    """Around one use of a pooled connection: no connection in time, or one lost, is Unavailable."""
+    """Around one use of a pooled connection: no connection in time, or one lost, is Unavailable;
+    so is a transaction the database broke off that was not (or no longer) run again."""
     try:
         yield
     except PoolTimeout:
         raise unavailable(f"no connection within {config.settings().pool_timeout_s:g} s") from None
     except psycopg.OperationalError as e:
+        if e.sqlstate in RETRY_SQLSTATES:
+            raise broken_off(e) from None
         if not _lost(e):
             raise
         raise unavailable("connection lost") from None
+
+
+# ---- when the database breaks a transaction off ---------------------------------------------------
+# PostgreSQL ends a deadlock by failing one transaction in it (40P01), and a repeatable-read or
+# serializable transaction it cannot order with a concurrent one by failing it (40001). What failed
+# was rolled back whole, so the same work run again is safe and nearly always succeeds. It is run
+# again only where the whole unit of work is the transaction that failed: a statement outside any
+# transaction block (autocommit: its own transaction; `RetryingConnection`), or the block `transact`
+# opens the transaction for. Never a block inside a caller's transaction (the caller's earlier work
+# went with it), nor anything after a commit. Up to RETRY_ATTEMPTS runs, waiting a random time below
+# RETRY_BACKOFF_S, doubled each time, between them (so the transactions that met do not meet again
+# in step); then the request is Unavailable (503 with Retry-After), never a 500.
+
+RETRY_SQLSTATES = frozenset({"40P01", "40001"})  # deadlock_detected, serialization_failure
+RETRY_ATTEMPTS = 4
+RETRY_BACKOFF_S = 0.01
+
+
+def _retried(error: psycopg.Error, attempt: int) -> bool:
+    """Whether to run again after `error` on run `attempt` (after a jittered pause)."""
+    if error.sqlstate not in RETRY_SQLSTATES or attempt >= RETRY_ATTEMPTS:
+        return False
+    logger.warning("the database broke a transaction off (%s, run %d of %d); running it again",
+                   error.sqlstate, attempt, RETRY_ATTEMPTS)
+    time.sleep(random.uniform(0, RETRY_BACKOFF_S * 2 ** (attempt - 1)))
+    return True
+
+
+def broken_off(error: psycopg.Error) -> errors.Unavailable:
+    return errors.Unavailable(
+        f"The database broke this request off ({'a deadlock' if error.sqlstate == '40P01' else 'a conflict'}"
+        " with concurrent requests); retry shortly.", retry_after=1)
+
+
+class RetryingConnection(psycopg.Connection):
+    """The pool's connections: a statement run outside a transaction block is its own transaction,
+    so one the database broke off is run again (see above); inside a block it fails as usual."""
+
+    def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None,
+                binary: bool = False) -> psycopg.Cursor:
+        attempt = 1
+        while True:
+            alone = self.autocommit and self.pgconn.transaction_status == TransactionStatus.IDLE
+            try:
+                return super().execute(query, params, prepare=prepare, binary=binary)
+            except psycopg.Error as e:
+                if not (alone and _retried(e, attempt)):
+                    raise
+            attempt += 1
+
+
+def transact(work: Callable[[psycopg.Connection], T], conn: psycopg.Connection | None = None) -> T:
+    """`work(conn)` in one transaction, committed when it returns, on `conn` or a pooled connection;
+    run again from the start, in a new transaction, when the database broke it off. On a `conn`
+    already in a transaction, `work` runs once, in a savepoint: the caller's transaction is the unit.
+    `work` must do nothing outside the database it would not do twice."""
+    if conn is None:
+        with connection() as pooled:
+            return transact(work, pooled)
+    if conn.pgconn.transaction_status != TransactionStatus.IDLE:
+        with conn.transaction():
+            return work(conn)
+    attempt = 1
+    while True:
+        try:
+            with conn.transaction():
+                return work(conn)
+        except psycopg.Error as e:
+            if not _retried(e, attempt):
+                raise
+        attempt += 1
 
 
 CHECK_AFTER_IDLE_S = 5.0  # a connection idle longer than this is pinged before it is handed out
@@ -224,14 +305,16 @@ def listen_connect() -> psycopg.Connection:
 @contextmanager
 def transaction() -> Iterator[psycopg.Connection]:
     """One connection, one transaction: committed on success, rolled back on any error (none to be
-    had within POSTBOX_POOL_TIMEOUT_S, or one lost under the work: Unavailable)."""
+    had within POSTBOX_POOL_TIMEOUT_S, or one lost under the work: Unavailable). A block is not run
+    again when the database breaks it off: a unit of work that writes goes through `transact`."""
     with _available(), pool().connection() as conn, conn.transaction():
         yield conn
 
 
 @contextmanager
 def connection() -> Iterator[psycopg.Connection]:
-    """One connection in autocommit mode: each statement is its own transaction (one round trip)."""
+    """One connection in autocommit mode: each statement is its own transaction (one round trip),
+    run again if the database breaks it off."""
     with _available(), pool().connection() as conn:
         yield conn
 

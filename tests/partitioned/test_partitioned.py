@@ -341,6 +341,27 @@ def test_transaction_with_a_stale_lease_rolls_back_its_pushes(tenant):
         service.queue_resource(p, "tsink")  # never created
 
 
+def test_a_transactions_pushes_answer_per_operation_whatever_their_order(tenant):
+    """A transaction's pushes are made as one (their partitions locked in one order), yet each
+    operation answers for its own items, indexed and refused as its own, in the order given."""
+    p = tenant.principal
+    _push(p, "tx", [0])
+    got = _pop(p, "tx")
+    ack = Ack(got[0]["leaseId"], "completed", got[0]["transactionId"], got[0]["partitionId"])
+    later, earlier = [Item("tx", "b1", "p2"), Item("tx", "b2", "p1")], [Item("tx", "a1", "p1"), Item("tx", "a2", "p2")]
+    results = service.transaction(p, [[*later], ack, [*earlier], [Item("tx", "c", "p1", transaction_id="t1"),
+                                                                  Item("tx", "c", "p1", transaction_id="t1")]])
+    assert [r["type"] for r in results] == ["push", "ack", "push", "push"]
+    assert [[x["index"] for x in r["results"]] for r in results if r["type"] == "push"] == [[0, 1], [0, 1], [0, 1]]
+    offset = dict(zip(["b1", "b2", "a1", "a2"], [x["offset"] for x in results[0]["results"] + results[2]["results"]],
+                      strict=True))
+    assert offset["b2"] < offset["a1"] and offset["b1"] < offset["a2"]  # each partition in the order given
+    assert [x["status"] for x in results[3]["results"]] == ["queued", "duplicate"]
+    with pytest.raises(Invalid) as refused:
+        service.transaction(p, [[Item("tx", 1)], [Item("tx", 2), Item("tx", 3, transaction_id="")]])
+    assert refused.value.message.startswith("items[1].transactionId")
+
+
 def test_oversized_payload_is_413_and_nothing_is_stored(tenant):
     from postbox.errors import TooLarge
 

@@ -113,14 +113,17 @@ def run(principal: Principal, request: CycleRequest, stats: dict[str, int] | Non
         "success": False, "query_id": request.query_id, "partition_id": str(request.partition_id),
         "queueName": None, "state_ops_applied": 0, "push_results": [], "ack_result": None,
     }
+
+    def cycle(conn: psycopg.Connection) -> tuple[dict[str, Any], int]:
+        found = state.refs(conn, tenant, request.partition_id, request.query_id)  # 404 before anything runs
+        if request.quiet and request.ack is not None:
+            raise Invalid("quiet: only on an idle-flush cycle (ack: null)")
+        ops = state.check_ops(request.state_ops or [])
+        items = sink_items(request.push_items or [])
+        return _commit(conn, tenant, found, group, request, ops, items)
+
     try:
-        with db.transaction() as conn:
-            found = state.refs(conn, tenant, request.partition_id, request.query_id)  # 404 before anything runs
-            if request.quiet and request.ack is not None:
-                raise Invalid("quiet: only on an idle-flush cycle (ack: null)")
-            ops = state.check_ops(request.state_ops or [])
-            items = sink_items(request.push_items or [])
-            body, pushed = _commit(conn, tenant, found, group, request, ops, items)
+        body, pushed = db.transact(cycle)  # run again from the start if the database breaks it off
     except NotFound as missing:
         if missing.code == "ownership":
             raise

@@ -6,12 +6,10 @@ to a project always works in its own), and answers plain dicts shaped as the spe
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg import errors as pg_errors
 
 from .. import db, names, wait_slots, wakeup
 from ..errors import Conflict, Invalid, NotFound
@@ -22,17 +20,17 @@ from .durations import default_retention, iso, parse_duration
 T = TypeVar("T")
 
 
-def _work(fn: Callable[[psycopg.Connection], T], connect: Callable = db.transaction) -> T:
-    """Run one unit of work; a deadlock (rare, between agents and writers) is retried."""
-    for attempt in range(3):
-        try:
-            with connect() as conn, db.domain_errors():
-                return fn(conn)
-        except (pg_errors.DeadlockDetected, pg_errors.SerializationFailure):
-            if attempt == 2:
-                raise
-            time.sleep(0.05 * (attempt + 1))
-    raise AssertionError("unreachable")
+def _work(fn: Callable[[psycopg.Connection], T], *, autocommit: bool = False) -> T:
+    """Run one unit of work in one transaction (`autocommit`: each statement its own); one the
+    database breaks off (a deadlock, rare, between agents and writers) is run again."""
+    def run(conn: psycopg.Connection) -> T:
+        with db.domain_errors():
+            return fn(conn)
+
+    if autocommit:
+        with db.connection() as conn:
+            return run(conn)
+    return db.transact(run)
 
 
 def _stream(conn: psycopg.Connection, principal: Principal, name: str, project: str | None,
@@ -177,7 +175,7 @@ def _publish(principal: Principal, name: str, project: str | None, batch: list[p
         return publishing.publish(conn, principal.tenant_id, principal.project_id, where, name, batch, strict=strict,
                                   documents=documents)
 
-    return _work(run, connect=db.connection)  # autocommit: the publish is one statement
+    return _work(run, autocommit=True)  # the publish is one statement
 
 
 def browse(principal: Principal, name: str, project: str | None, *, key: str | None, status: str | None,

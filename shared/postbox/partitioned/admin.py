@@ -17,14 +17,19 @@ def delete_queue(conn: psycopg.Connection, tenant_id: str, name: str) -> dict[st
     """Remove the queue with its partitions, messages, cursors, groups and dead letters; 404 for a
     missing or foreign one. A push afterwards creates a new, empty queue of the same name."""
     found = queues.get(conn, tenant_id, name)
-    conn.execute("SELECT 1 FROM pq_queues WHERE id = %s FOR UPDATE", (found.id,))
+    # The lock order (sql/functions/partitioned.sql): partitions, cursors, then the queue row, which
+    # pushes and acks holding a partition or a cursor may still need (KEY SHARE) to count.
+    conn.execute("SELECT 1 FROM log_partitions WHERE owner_kind = %s AND owner_id = %s ORDER BY id FOR UPDATE",
+                 (OWNER_KIND, found.id))
     conn.execute(
         "DELETE FROM log_cursors c USING log_partitions p"
         " WHERE c.partition_id = p.id AND p.owner_kind = %s AND p.owner_id = %s",
         (OWNER_KIND, found.id),
     )
     removed = store.delete_partitions(conn, OWNER_KIND, found.id)
-    conn.execute("DELETE FROM pq_queues WHERE id = %s", (found.id,))  # groups, dead letters, counters cascade
+    # groups, dead letters and counters cascade; a concurrent delete that came first leaves nothing
+    if not conn.execute("DELETE FROM pq_queues WHERE id = %s", (found.id,)).rowcount:
+        raise NotFound(f"queue not found: {name}")
     return {"deleted": True, "queue": found.name, "messagesRemoved": removed}
 
 
@@ -34,9 +39,11 @@ def delete_group(conn: psycopg.Connection, tenant_id: str, group: str, *, metada
     queues goes too. The queue mode's own consumers are not a group: 404, as is a group never seen."""
     if group == QUEUE_MODE:
         raise NotFound(f"consumer group not found: {group}")
-    cursors = conn.execute(
-        "DELETE FROM log_cursors c USING log_partitions p"
-        " WHERE c.partition_id = p.id AND p.tenant_id = %s AND p.owner_kind = %s AND c.consumer_group = %s",
+    cursors = conn.execute(  # locked by partition first (the lock order: sql/functions/partitioned.sql)
+        "DELETE FROM log_cursors WHERE (partition_id, consumer_group) IN ("
+        " SELECT c.partition_id, c.consumer_group FROM log_cursors c JOIN log_partitions p ON p.id = c.partition_id"
+        " WHERE p.tenant_id = %s AND p.owner_kind = %s AND c.consumer_group = %s"
+        " ORDER BY c.partition_id FOR UPDATE OF c)",
         (tenant_id, OWNER_KIND, group),
     ).rowcount
     member = conn.execute(

@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 
+from .. import db
 from ..db import domain_errors
 from ..errors import Invalid, NotFound
 from ..log_engine import cursors, leases, store
@@ -67,13 +68,14 @@ def pop(conn: psycopg.Connection, tenant_id: str, queue: str, partition: str | N
     if status == "empty":
         return queue_id, []
     if status == "slow":
-        with conn.transaction():
+        def slow(conn: psycopg.Connection) -> list[dict[str, Any]]:
             found = queues.get(conn, tenant_id, queue)
             only = store.find_partition(conn, OWNER_KIND, found.id, partition) if partition is not None else None
             if partition is not None and only is None:
                 raise NotFound(f"partition not found: {partition}")
-            return queue_id, lease(conn, found, group, batch, partition=only, start=start, auto_ack=auto_ack,
-                                   share=share)
+            return lease(conn, found, group, batch, partition=only, start=start, auto_ack=auto_ack, share=share)
+
+        return queue_id, db.transact(slow, conn)
     entries: list[Entry] = []
     cursors.cut([r[8:] for r in rows], start_at, end, end - start_at, entries)
     if lease_id is not None:

@@ -67,7 +67,14 @@ def list_messages(conn: psycopg.Connection, tenant_id: str, queue: str | None, p
 
 def replay(conn: psycopg.Connection, tenant_id: str, ids: list[int]) -> list[dict[str, Any]]:
     """Append the dead letters again at the end of their partitions (every group of that partition
-    sees them again) and remove them from the dead letters. Unknown ids: 404, nothing replayed."""
+    sees them again) and remove them from the dead letters. Unknown ids: 404, nothing replayed.
+    In the lock order (sql/functions/partitioned.sql): their partitions, the dead letters, then
+    (counting) the queues."""
+    conn.execute(
+        "SELECT 1 FROM log_partitions WHERE id IN (SELECT partition_id FROM pq_dead_letters"
+        " WHERE tenant_id = %s AND id = ANY(%s)) ORDER BY id FOR NO KEY UPDATE",
+        (tenant_id, ids),
+    )
     rows = conn.execute(
         "DELETE FROM pq_dead_letters WHERE tenant_id = %s AND id = ANY(%s)"
         " RETURNING id, queue_id, partition_id, transaction_id, message_id, headers, payload",
@@ -79,11 +86,6 @@ def replay(conn: psycopg.Connection, tenant_id: str, ids: list[int]) -> list[dic
     by_partition: dict[int, list[tuple]] = {}
     for row in sorted(rows):
         by_partition.setdefault(row[2], []).append(row)
-    replayed: dict[int, int] = {}
-    for row in rows:
-        replayed[row[1]] = replayed.get(row[1], 0) + 1
-    for queue_id in sorted(replayed):
-        counters.add(conn, queue_id, replayed=replayed[queue_id])
     results = []
     for pid in sorted(by_partition):
         group = by_partition[pid]
@@ -91,4 +93,9 @@ def replay(conn: psycopg.Connection, tenant_id: str, ids: list[int]) -> list[dic
         appended = store.append(conn, pid, [Record(bytes(r[6]), id=r[3], key=r[4], headers=r[5]) for r in group])
         for row, off in zip(group, appended.offsets, strict=True):
             results.append({"id": str(row[0]), "partitionId": str(pid), "transactionId": row[3], "offset": off})
+    replayed: dict[int, int] = {}
+    for row in rows:
+        replayed[row[1]] = replayed.get(row[1], 0) + 1
+    for queue_id in sorted(replayed):
+        counters.add(conn, queue_id, replayed=replayed[queue_id])
     return results

@@ -19,18 +19,21 @@ def sweep_leases(batch: int = 500, budget_s: float = 20.0) -> dict[str, int]:
     """Release expired leases (a failed delivery each); past the retry limit, dead-letter."""
     released = dead = 0
     deadline = time.monotonic() + budget_s
+
+    def sweep(conn) -> tuple[int, int, int]:
+        found = leases.expired(conn, OWNER_KIND, batch)
+        known: dict[int, queues.Queue] = {}
+        died = 0
+        for cur in found:
+            queue = known.get(cur.owner_id) or queues.by_id(conn, cur.owner_id)
+            known[cur.owner_id] = queue
+            died += consume.expire(conn, queue, cur)
+        return len(found), len(found) - died, died
+
     while time.monotonic() < deadline:
-        with db.transaction() as conn:
-            found = leases.expired(conn, OWNER_KIND, batch)
-            known: dict[int, queues.Queue] = {}
-            for cur in found:
-                queue = known.get(cur.owner_id) or queues.by_id(conn, cur.owner_id)
-                known[cur.owner_id] = queue
-                if consume.expire(conn, queue, cur):
-                    dead += 1
-                else:
-                    released += 1
-        if len(found) < batch:
+        found, freed, died = db.transact(sweep)
+        released, dead = released + freed, dead + died
+        if found < batch:
             break
     return {"released": released, "deadLettered": dead}
 

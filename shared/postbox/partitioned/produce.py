@@ -7,9 +7,12 @@ commits. Partitions are locked in (queue, partition) order so concurrent pushers
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,8 +102,13 @@ class _Group:
     stored: dict[bytes, int]    # id hash -> offset already in the partition (learnt from pq_push)
 
 
-def _group(tenant_id: str, items: list[Item], fresh: list[str]) -> list[_Group]:
-    """Items by (queue, partition), sorted (the lock order), validated and encoded once."""
+def _item(i: int) -> str:
+    return f"items[{i}]"
+
+
+def _group(tenant_id: str, items: list[Item], fresh: list[str], name: Callable[[int], str] = _item) -> list[_Group]:
+    """Items by (queue, partition), sorted (the lock order), validated and encoded once; `name`
+    says which item a refusal is about."""
     by_key: dict[tuple[str, str], list[int]] = {}
     for i, item in enumerate(items):
         by_key.setdefault((item.queue, item.partition or DEFAULT_PARTITION), []).append(i)
@@ -115,12 +123,12 @@ def _group(tenant_id: str, items: list[Item], fresh: list[str]) -> list[_Group]:
             item = items[i]
             tid, mid = item.transaction_id, item.message_id
             if tid is not None and not 0 < len(tid) <= MAX_ID_LENGTH:
-                raise Invalid(f"items[{i}].transactionId: must be 1-{MAX_ID_LENGTH} characters")
+                raise Invalid(f"{name(i)}.transactionId: must be 1-{MAX_ID_LENGTH} characters")
             if mid is not None and not 0 < len(mid) <= MAX_ID_LENGTH:
-                raise Invalid(f"items[{i}].messageId: must be 1-{MAX_ID_LENGTH} characters")
+                raise Invalid(f"{name(i)}.messageId: must be 1-{MAX_ID_LENGTH} characters")
             raw = encode(item.payload)
             if len(raw) > MAX_PAYLOAD_BYTES:
-                raise TooLarge(f"items[{i}].payload: over {MAX_PAYLOAD_BYTES} bytes")
+                raise TooLarge(f"{name(i)}.payload: over {MAX_PAYLOAD_BYTES} bytes")
             mid = mid or fresh[i]
             ids.append(tid or mid)
             keys.append(mid)
@@ -130,11 +138,32 @@ def _group(tenant_id: str, items: list[Item], fresh: list[str]) -> list[_Group]:
     return out
 
 
-def push(conn: psycopg.Connection, tenant_id: str, items: list[Item], *, notify: bool = True) -> list[dict[str, Any]]:
+def push_each(conn: psycopg.Connection, tenant_id: str, batches: list[list[Item]]) -> list[list[dict[str, Any]]]:
+    """Several pushes of one transaction as one: `push`'s results per batch, each batch's items
+    indexed (and named in a refusal) as its own. One call locks the partitions of them all in the
+    lock order, where pushes made one after another lock them in the order given, and two
+    transactions pushing to the same partitions in opposite orders would deadlock."""
+    starts = [0]
+    for batch in batches:
+        starts.append(starts[-1] + len(batch))
+    if not starts[-1]:
+        return [[] for _ in batches]
+
+    def local(i: int) -> int:
+        return i - starts[bisect.bisect_right(starts, i) - 1]
+
+    results = push(conn, tenant_id, [item for batch in batches for item in batch],
+                   name=lambda i: _item(local(i)))
+    return [[{**r, "index": local(r["index"])} for r in results[start:end]]
+            for start, end in itertools.pairwise(starts)]
+
+
+def push(conn: psycopg.Connection, tenant_id: str, items: list[Item], *, notify: bool = True,
+         name: Callable[[int], str] = _item) -> list[dict[str, Any]]:
     """Append the items; one result per item, in input order: `queued` with its offset, or
     `duplicate` (same transactionId in the partition) with the offset of the message it repeats.
     One round trip (pq_push) in the usual case; works in autocommit or inside a transaction."""
-    groups = _group(tenant_id, items, uuid7s(len(items)))
+    groups = _group(tenant_id, items, uuid7s(len(items)), name)
     while True:
         encrypted = [(tenant_id, g.queue) in _encrypted for g in groups]
         plans = [_plan(g, enc) for g, enc in zip(groups, encrypted, strict=True)]

@@ -26,8 +26,7 @@ def _require(principal: Principal, need: str) -> str:
 
 def configure(principal: Principal, queue: str, options: dict[str, Any]) -> dict[str, Any]:
     tenant = _require(principal, "write")
-    with db.transaction() as conn:
-        found = queues.configure(conn, tenant, queue, options)
+    found = db.transact(lambda conn: queues.configure(conn, tenant, queue, options))
     if found.encryption_enabled:
         from . import payloads
 
@@ -100,16 +99,14 @@ def ack(principal: Principal, acks: list[Ack]) -> list[dict[str, Any]]:
         done = consume.ack_one_statement(conn, tenant, acks)
         if done is not None:
             return done
-        with conn.transaction():
-            return consume.ack(conn, tenant, acks)
+        return db.transact(lambda conn: consume.ack(conn, tenant, acks), conn)
 
 
 def extend(principal: Principal, lease_id: str, seconds: float | None = None) -> dict[str, Any]:
     tenant = _require(principal, "write")
     if seconds is not None and not 0 < seconds <= MAX_LEASE_SECONDS:
         raise Invalid(f"seconds: must be more than 0 and at most {MAX_LEASE_SECONDS}")
-    with db.transaction() as conn:
-        return consume.extend(conn, tenant, lease_id, seconds)
+    return db.transact(lambda conn: consume.extend(conn, tenant, lease_id, seconds))
 
 
 def transaction(principal: Principal, operations: list[Ack | list[Item]],
@@ -119,15 +116,16 @@ def transaction(principal: Principal, operations: list[Ack | list[Item]],
     tenant = _require(principal, "write")
     if not operations:
         raise Invalid("operations: at least one operation is required")
-    results: list[dict[str, Any]] = []
-    with db.transaction() as conn:
+
+    def run(conn) -> list[dict[str, Any]]:
+        # The pushes first, as one (their partitions locked in one order), then the leases: the
+        # lock order of sql/functions/partitioned.sql, whatever the order of the operations.
+        pushed = iter(produce.push_each(conn, tenant, [op for op in operations if not isinstance(op, Ack)]))
         consume.require_live(conn, tenant, list(required_leases))
-        for op in operations:
-            if isinstance(op, Ack):
-                results.append({"type": "ack", **consume.ack(conn, tenant, [op])[0]})
-            else:
-                results.append({"type": "push", "results": produce.push(conn, tenant, op)})
-    return results
+        return [{"type": "ack", **consume.ack(conn, tenant, [op])[0]} if isinstance(op, Ack)
+                else {"type": "push", "results": next(pushed)} for op in operations]
+
+    return db.transact(run)  # run again from the start if the database breaks it off
 
 
 def dead_letters(principal: Principal, queue: str | None, partition: str | None, group: str | None,
@@ -139,12 +137,16 @@ def dead_letters(principal: Principal, queue: str | None, partition: str | None,
 
 def replay(principal: Principal, ids: list[int]) -> dict[str, Any]:
     tenant = _require(principal, "write")
-    with db.transaction() as conn:
+
+    def run(conn) -> list[dict[str, Any]]:
         results = dlq.replay(conn, tenant, ids)
         queue_ids = [r[0] for r in conn.execute(
             "SELECT DISTINCT owner_id FROM log_partitions WHERE id = ANY(%s)",
             ([int(r["partitionId"]) for r in results],))]
         wakeup.notify(conn, [wakeup.channel(wakeup.PARTITIONED, q) for q in queue_ids])
+        return results
+
+    results = db.transact(run)
     return {"replayed": len(results), "results": results}
 
 
@@ -157,14 +159,12 @@ def queue_resource(principal: Principal, queue: str) -> dict[str, Any]:
 
 def delete_queue(principal: Principal, queue: str) -> dict[str, Any]:
     tenant = _require(principal, "manage")
-    with db.transaction() as conn:
-        return admin.delete_queue(conn, tenant, queue)
+    return db.transact(lambda conn: admin.delete_queue(conn, tenant, queue))
 
 
 def delete_group(principal: Principal, group: str, metadata: bool = True) -> dict[str, Any]:
     tenant = _require(principal, "manage")
-    with db.transaction() as conn:
-        return admin.delete_group(conn, tenant, group, metadata=metadata)
+    return db.transact(lambda conn: admin.delete_group(conn, tenant, group, metadata=metadata))
 
 
 def list_queues(principal: Principal, limit: int, offset: int) -> dict[str, Any]:

@@ -35,6 +35,26 @@ END $$;
 -- ---- Hot paths as functions: one round trip per call -------------------------------------------
 -- Python frames and compresses; these resolve names, lock, allocate offsets and lease in SQL.
 -- Errors a caller may hit are raised with SQLSTATEs of class PB and mapped in Python.
+--
+-- The lock order of partitioned queues, kept by every function here and by the Python paths
+-- (partitioned/, log_engine/), so that two of them never wait for each other:
+--   0. the tenant's max_partitioned_queues lock (pq_queue_create, only when a queue is made): a push
+--      resolves every queue of the call before it writes any partition row;
+--   1. log_partitions rows, in (queue name, partition name) order within a push, by id elsewhere;
+--   2. log_cursors rows, by partition;
+--   3. pq_dead_letters rows;
+--   4. the pq_queues row: only ever KEY SHARE while anything above is held (the foreign keys of
+--      pq_counters, pq_groups and pq_dead_letters take it when a row referring to the queue is
+--      inserted). Creating a queue or a partition inserts with ON CONFLICT DO NOTHING and reads the
+--      row again, never DO UPDATE: that locks the row FOR UPDATE, which waits for every KEY SHARE,
+--      while the holders of those wait for the partitions it holds next (the deadlock of concurrent
+--      first pushes). FOR UPDATE is taken only by a queue's deletion, after 1-3;
+--   5. pq_counters slots (pq_count, the last write of a call).
+-- A pop registering a new group takes 4 (KEY SHARE) before 2 but never waits for a cursor (it
+-- claims with SKIP LOCKED). A `transaction` call makes all its pushes in one pq_push before its
+-- acks, whatever the order of its operations. What can still meet in opposite orders (two calls
+-- acking the same leases in opposite orders, a queue deleted under a cycle) is broken off by the
+-- database (40P01) and run again by the transaction wrapper.
 
 -- Push: every (queue, partition) group of one call appended in one round trip. Queues and
 -- partitions are created on first use (a new partition gets a cursor for every group already
@@ -77,15 +97,19 @@ BEGIN
         qids[i] := q.id;
     END LOOP;
     FOR i IN 1..n LOOP
-        SELECT id INTO v_pid FROM log_partitions
-        WHERE owner_kind = 'pq' AND owner_id = qids[i] AND name = p_partitions[i];
-        IF NOT FOUND THEN
+        LOOP  -- locked later, by the append, in group order
+            SELECT id INTO v_pid FROM log_partitions
+            WHERE owner_kind = 'pq' AND owner_id = qids[i] AND name = p_partitions[i];
+            EXIT WHEN FOUND;
             INSERT INTO log_partitions (tenant_id, owner_kind, owner_id, name)
             VALUES (p_tenant, 'pq', qids[i], p_partitions[i])
-            ON CONFLICT (owner_kind, owner_id, name) DO UPDATE SET name = excluded.name RETURNING id INTO v_pid;
-            INSERT INTO log_cursors (partition_id, consumer_group, committed)
-            SELECT v_pid, g.consumer_group, 0 FROM pq_groups g WHERE g.queue_id = qids[i] ON CONFLICT DO NOTHING;
-        END IF;
+            ON CONFLICT (owner_kind, owner_id, name) DO NOTHING RETURNING id INTO v_pid;
+            IF FOUND THEN
+                INSERT INTO log_cursors (partition_id, consumer_group, committed)
+                SELECT v_pid, g.consumer_group, 0 FROM pq_groups g WHERE g.queue_id = qids[i] ON CONFLICT DO NOTHING;
+                EXIT;
+            END IF;
+        END LOOP;
         pids[i] := v_pid;
     END LOOP;
     IF p_hashes IS NOT NULL AND cardinality(p_hashes) > 0 THEN
