@@ -77,7 +77,7 @@ def settings() -> Settings:
         listen_user=os.environ.get("POSTBOX_DB_LISTEN_USER") or None,
         pool_min=_int("POSTBOX_POOL_MIN", 0),
         pool_max=_int("POSTBOX_POOL_MAX", 4),
-        pool_timeout_s=_float("POSTBOX_POOL_TIMEOUT_S", 5.0),
+        pool_timeout_s=_float("POSTBOX_POOL_TIMEOUT_S", 3.0),
         long_poll_ms=_int("POSTBOX_LONG_POLL_MS", 20000),
         waits_per_tenant=_int("POSTBOX_WAITS_PER_TENANT", 100),
         waits_per_address=_int("POSTBOX_WAITS_PER_ADDRESS", 16),

@@ -19,7 +19,7 @@ import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from . import aws, config, errors, jsoncodec
+from . import aws, config, errors, jsoncodec, liveness
 
 T = TypeVar("T")
 logger = logging.getLogger("postbox.db")
@@ -63,7 +63,7 @@ def _make(host: str, user: str, password: str) -> str:
         password=password,
         sslmode=s.db_sslmode,
         application_name="postbox",
-        connect_timeout=5,
+        connect_timeout=CONNECTION_KWARGS["connect_timeout"],  # for the migrate function's own connection too
     )
 
 
@@ -103,11 +103,11 @@ def pool() -> ConnectionPool:
                 s = config.settings()
                 _pool = ConnectionPool(
                     conninfo,
-                    connection_class=RetryingConnection,
+                    connection_class=PooledConnection,
                     min_size=s.pool_min,
                     max_size=max(s.pool_max, 1),
-                    kwargs=CONNECTION_KWARGS,
-                    configure=jsoncodec.use_on,
+                    kwargs=_connection_kwargs(),
+                    configure=_configure,
                     check=_check_if_idle,
                     reset=_reset,
                     name="postbox",
@@ -129,18 +129,43 @@ def pool() -> ConnectionPool:
 
 RETRY_AFTER_S = 2
 RECONNECT_TIMEOUT_S = 10.0
-# Client-side TCP settings: a server that vanished without closing its sockets (a failover, a
-# network partition) is noticed within ~30 s by a connection waiting to read or to have its writes
-# acknowledged, rather than after the kernel's 15 minutes. Socket options, not session SETs.
+# What bounds each connection, for AWS and `postbox dev` alike (docs/architecture.md says why each):
+# - connect_timeout: a server that takes no connection (stopped, unreachable) fails an attempt in
+#   5 s; a request waits for a connection POSTBOX_POOL_TIMEOUT_S (3 s) at most anyway;
+# - TCP keepalives and tcp_user_timeout: a server that vanished without closing its sockets (a
+#   failover, a partition) is noticed by the kernel within ~30 s, even by a connection that waits
+#   for nothing of ours; socket options, not session SETs;
+# - `liveness`: a server that stops answering fails every wait within about 2.6 s;
+# - SESSION_SETTINGS: what the server itself bounds.
 CONNECTION_KWARGS: dict[str, Any] = {
     "prepare_threshold": None,
     "autocommit": True,
+    "connect_timeout": 5,
     "keepalives": 1,
     "keepalives_idle": 10,
     "keepalives_interval": 5,
     "keepalives_count": 3,
     "tcp_user_timeout": 30_000,
 }
+# What the server bounds in every session of the functions. statement_timeout ends a statement
+# that no one can still be waiting for: no function waits that long (API 29 s, agents 60 s by
+# default; long polls wait on LISTEN, not in a statement; agents' sweeps are batches of short
+# statements). lock_timeout answers a request stuck behind a lock (503) before the API's 30 s cut
+# does (504). idle_in_transaction_session_timeout releases the locks of a transaction whose client
+# vanished (no code keeps one open across anything slow). On AWS the roles carry them as defaults
+# (a schema migration): RDS Proxy refuses startup options and pins a session that SETs them. With
+# DATABASE_URL they go in the connection's startup options, unless the URL names `options` itself
+# (give it `options=` for a pooler that refuses them).
+SESSION_SETTINGS = {"statement_timeout": "5min", "lock_timeout": "20s", "idle_in_transaction_session_timeout": "1min"}
+
+
+def _connection_kwargs() -> dict[str, Any]:
+    url = config.settings().database_url
+    if not url or "options" in psycopg.conninfo.conninfo_to_dict(url):
+        return CONNECTION_KWARGS
+    return {**CONNECTION_KWARGS, "options": " ".join(f"-c {k}={v}" for k, v in SESSION_SETTINGS.items())}
+
+
 # SQLSTATEs that mean the server went away or will not take the connection, not that a statement failed.
 _GONE_SQLSTATES = {"57P01", "57P02", "57P03", "53300"}  # admin/crash shutdown, starting up, too many clients
 _failed_at = 0.0  # when a connection last failed (monotonic): connections older than that are pinged
@@ -148,14 +173,18 @@ _failed_at = 0.0  # when a connection last failed (monotonic): connections older
 
 def _lost(error: psycopg.OperationalError) -> bool:
     """The connection broke or could not be had (no SQLSTATE, class 08, a shutdown), rather than a
-    statement failing on a live one (a lock timeout, a cancel: those stay what they are)."""
+    statement failing on a live one (a cancel, a statement timeout: those stay what they are)."""
     state = error.sqlstate
     return state is None or state.startswith("08") or state in _GONE_SQLSTATES
 
 
-def unavailable(reason: str) -> errors.Unavailable:
+def _mark_failed() -> None:
     global _failed_at
     _failed_at = time.monotonic()
+
+
+def unavailable(reason: str) -> errors.Unavailable:
+    _mark_failed()
     return errors.Unavailable(f"The database is unavailable ({reason}); retry shortly.",
                               retry_after=RETRY_AFTER_S)
 
@@ -163,14 +192,15 @@ def unavailable(reason: str) -> errors.Unavailable:
 @contextmanager
 def _available() -> Iterator[None]:
     """Around one use of a pooled connection: no connection in time, or one lost, is Unavailable;
-    so is a transaction the database broke off that was not (or no longer) run again."""
+    so is a transaction the database broke off that was not (or no longer) run again, or one that
+    waited for a lock longer than lock_timeout."""
     try:
         yield
     except PoolTimeout:
         raise unavailable(f"no connection within {config.settings().pool_timeout_s:g} s") from None
     except psycopg.OperationalError as e:
-        if e.sqlstate in RETRY_SQLSTATES:
-            raise broken_off(e) from None
+        if e.sqlstate in RETRY_SQLSTATES or e.sqlstate == LOCK_TIMEOUT:
+            raise busy(e) from None
         if not _lost(e):
             raise
         raise unavailable("connection lost") from None
@@ -181,13 +211,14 @@ def _available() -> Iterator[None]:
 # serializable transaction it cannot order with a concurrent one by failing it (40001). What failed
 # was rolled back whole, so the same work run again is safe and nearly always succeeds. It is run
 # again only where the whole unit of work is the transaction that failed: a statement outside any
-# transaction block (autocommit: its own transaction; `RetryingConnection`), or the block `transact`
+# transaction block (autocommit: its own transaction; `PooledConnection`), or the block `transact`
 # opens the transaction for. Never a block inside a caller's transaction (the caller's earlier work
 # went with it), nor anything after a commit. Up to RETRY_ATTEMPTS runs, waiting a random time below
 # RETRY_BACKOFF_S, doubled each time, between them (so the transactions that met do not meet again
 # in step); then the request is Unavailable (503 with Retry-After), never a 500.
 
 RETRY_SQLSTATES = frozenset({"40P01", "40001"})  # deadlock_detected, serialization_failure
+LOCK_TIMEOUT = "55P03"  # lock_not_available: a lock waited for longer than lock_timeout
 RETRY_ATTEMPTS = 4
 RETRY_BACKOFF_S = 0.01
 
@@ -202,15 +233,20 @@ def _retried(error: psycopg.Error, attempt: int) -> bool:
     return True
 
 
-def broken_off(error: psycopg.Error) -> errors.Unavailable:
-    return errors.Unavailable(
-        f"The database broke this request off ({'a deadlock' if error.sqlstate == '40P01' else 'a conflict'}"
-        " with concurrent requests); retry shortly.", retry_after=1)
+_BUSY = {"40P01": "a deadlock with concurrent requests", "40001": "a conflict with concurrent requests",
+         LOCK_TIMEOUT: "a lock held longer than its lock_timeout"}
 
 
-class RetryingConnection(psycopg.Connection):
-    """The pool's connections: a statement run outside a transaction block is its own transaction,
-    so one the database broke off is run again (see above); inside a block it fails as usual."""
+def busy(error: psycopg.Error) -> errors.Unavailable:
+    """The 503 of a request the database broke off, or that waited too long for a lock."""
+    return errors.Unavailable(f"The database broke this request off ({_BUSY[error.sqlstate]}); retry shortly.",
+                              retry_after=1)
+
+
+class PooledConnection(psycopg.Connection):
+    """The pool's connections. A statement run outside a transaction block is its own transaction,
+    so one the database broke off is run again (see above); inside a block it fails as usual. Every
+    wait for the server that its caller did not bound is reported to the liveness watch."""
 
     def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None,
                 binary: bool = False) -> psycopg.Cursor:
@@ -223,6 +259,28 @@ class RetryingConnection(psycopg.Connection):
                 if not (alone and _retried(e, attempt)):
                     raise
             attempt += 1
+
+    def wait(self, gen: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("timeout") is not None:  # bounded by its caller (a LISTEN waiting for notifications)
+            return super().wait(gen, *args, **kwargs)
+        waits = _watch.waits
+        waits[self] = time.monotonic()
+        try:
+            return super().wait(gen, *args, **kwargs)
+        finally:
+            waits.pop(self, None)
+
+
+def _ping_connection() -> psycopg.Connection:
+    return psycopg.connect(conninfo(), **{**CONNECTION_KWARGS, "connect_timeout": liveness.CONNECT_S})
+
+
+_watch = liveness.Watch(_ping_connection, _mark_failed)
+
+
+def _configure(conn: psycopg.Connection) -> None:
+    jsoncodec.use_on(conn)
+    _watch.adopt(conn)
 
 
 def transact(work: Callable[[psycopg.Connection], T], conn: psycopg.Connection | None = None) -> T:
@@ -299,7 +357,9 @@ def listen_connect() -> psycopg.Connection:
     POSTBOX_DB_LISTEN_USER when POSTBOX_DB_LISTEN_HOST is set, else where the pool connects."""
     s = config.settings()
     info = _iam_conninfo(s.listen_host, s.listen_user or "postbox_listen") if s.listen_host else conninfo()
-    return psycopg.connect(info, connect_timeout=LISTEN_CONNECT_TIMEOUT_S, **CONNECTION_KWARGS)
+    conn = PooledConnection.connect(info, **{**_connection_kwargs(), "connect_timeout": LISTEN_CONNECT_TIMEOUT_S})
+    _watch.adopt(conn)  # a server that stops answering breaks it too: the listener connects anew
+    return conn
 
 
 @contextmanager

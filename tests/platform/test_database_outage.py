@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -20,60 +18,11 @@ import httpx
 import psutil
 
 from functions.local.embedded import EmbeddedPostgres
-from support.http import free_port
+from support.dev import Dev
 
-REPO = Path(__file__).resolve().parents[2]
 POOL_TIMEOUT_S = 2.0
 LONG_POLL_S = 1.0
 BOUND_S = POOL_TIMEOUT_S + LONG_POLL_S + 3.0  # the longest a refused request may take
-
-
-class Dev:
-    """A `postbox dev` process; its stderr lines collected."""
-
-    def __init__(self, state: Path, database_url: str | None, workers: int = 1) -> None:
-        env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}
-        if database_url:
-            env["DATABASE_URL"] = database_url
-        env.update(POSTBOX_POOL_TIMEOUT_S=str(POOL_TIMEOUT_S), POSTBOX_STATE_DIR=str(state))
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.stderr: list[str] = []
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "functions.local.cli", "dev", "--state-dir", str(state), "--port",
-             str(self.port), "--workers", str(workers), "--quiet", "--long-poll-ms", str(int(LONG_POLL_S * 1000))],
-            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        threading.Thread(target=self._drain_stderr, daemon=True).start()
-        lines = []
-        while True:
-            line = self.proc.stdout.readline()
-            lines.append(line)
-            if "Postbox is running" in line or (not line and self.proc.poll() is not None):
-                break
-        assert "Postbox is running" in "".join(lines), "".join(lines) + "".join(self.stderr)
-        threading.Thread(target=self.proc.stdout.read, daemon=True).start()
-        self.key = (state / "dev-key").read_text().strip()
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(self.url + "/api/v1/queues", timeout=2)
-                break
-            except httpx.HTTPError:
-                assert time.monotonic() < deadline, "postbox dev did not answer"
-                time.sleep(0.1)
-
-    def _drain_stderr(self) -> None:
-        for line in self.proc.stderr:
-            self.stderr.append(line)
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
 
 
 def _surfaces() -> list[tuple[str, str, dict | None]]:
@@ -142,7 +91,8 @@ def test_requests_answer_503_during_an_outage_and_everything_serves_again(tmp_pa
     database = EmbeddedPostgres(tmp_path / "pgdata", keep=False)
     dev = None
     try:
-        dev = Dev(tmp_path / "state", database.ensure_database("postbox_outage"), workers=2)
+        dev = Dev(tmp_path / "state", database.ensure_database("postbox_outage"), workers=2,
+                  long_poll_ms=int(LONG_POLL_S * 1000), env={"POSTBOX_POOL_TIMEOUT_S": str(POOL_TIMEOUT_S)})
         c = httpx.Client(base_url=dev.url, headers={"apikey": dev.key}, timeout=30)
         queue, idle, stream = (f"outage_{uuid.uuid4().hex[:8]}", f"idle_{uuid.uuid4().hex[:8]}",
                                f"outage-{uuid.uuid4().hex[:8]}")
@@ -229,7 +179,8 @@ def test_requests_answer_503_during_an_outage_and_everything_serves_again(tmp_pa
 
 def test_postbox_dev_starts_its_embedded_database_again_after_kill_9(tmp_path):
     state = tmp_path / "state"
-    dev = Dev(state, None, workers=1)
+    dev = Dev(state, None, workers=1, long_poll_ms=int(LONG_POLL_S * 1000),
+              env={"POSTBOX_POOL_TIMEOUT_S": str(POOL_TIMEOUT_S)})
     try:
         with httpx.Client(base_url=dev.url, headers={"apikey": dev.key}, timeout=30) as c:
             queue = f"k_{uuid.uuid4().hex[:8]}"

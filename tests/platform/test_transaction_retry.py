@@ -113,8 +113,14 @@ def test_a_serialization_failure_is_run_again(probe):
 
 def test_runs_are_bounded_with_jittered_pauses_then_503(probe, monkeypatch):
     pauses: list[float] = []
-    sleep = time.sleep
-    monkeypatch.setattr(db.time, "sleep", lambda s: (pauses.append(s), sleep(s)))
+    sleep, me = time.sleep, threading.current_thread()
+
+    def recorded(s: float) -> None:  # this thread's pauses (the pool's and the watch's threads sleep too)
+        if threading.current_thread() is me:
+            pauses.append(s)
+        sleep(s)
+
+    monkeypatch.setattr(db.time, "sleep", recorded)
     with pytest.raises(errors.Unavailable) as refused:
         db.transact(lambda conn: conn.execute(_fail(probe, "40P01", 100)))
     assert _runs(probe) == db.RETRY_ATTEMPTS
