@@ -33,6 +33,7 @@ from bench import common  # noqa: E402
 
 DECILES = 10
 FLAT = 1.2  # the last decile within this of the first
+IDLE_S = 5  # the server's CPU at rest is measured this long before the first decile
 MARGIN_S = 10  # on top of a surface's hold: a sweep's own time and the scheduler's jitter
 VT = 30
 SURFACES = ("queues", "partitioned", "work", "durable")
@@ -329,7 +330,8 @@ class Snapshot:
     streams: int  # durable streams that exist
     vacuums: dict[str, tuple[int, int, int]]  # name -> (live rows, dead rows, vacuums so far), as estimated
     seconds: float = 0.0  # the decile's wall time
-    cpu: float = 0.0  # CPU seconds the server (postbox dev with its workers and agents, PostgreSQL) used in it
+    cpu: float = 0.0  # CPU seconds the server (postbox dev with its workers and agents, PostgreSQL) used in it,
+    # less what it uses at rest in that time
     load: float = 0.0  # the machine's 1-minute load average at its end
     active: dict[str, float] = field(default_factory=dict)  # surface -> its clients' busiest time
     times: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (surface, kind) -> seconds
@@ -391,6 +393,16 @@ class Soak:
         return Snapshot(decile, time.perf_counter() - started, messages, server_rss(gateway_pid), tables,
                         {"queues": q, "partitioned": p, "work": w, "durable": d}, streams, vacuums)
 
+    def server_cpu_at_rest(self, gateway: common.DevServer) -> float:
+        """CPU seconds a second the server uses with no client: its agents' rounds. Subtracted from each
+        decile's CPU, so a slower decile's CPU per message does not grow by the agents' share alone."""
+        with self.cpu_meter(gateway) as idle:
+            time.sleep(IDLE_S)
+        return (idle.used["gateway"] + idle.used["PostgreSQL"]) / (IDLE_S + 0.3)  # the meter waits 0.3 s more
+
+    def cpu_meter(self, gateway: common.DevServer) -> common.CpuMeter:
+        return common.CpuMeter(gateway=gateway.proc.pid, PostgreSQL=common.postmaster_pid(self.url))
+
     def agent_runs(self) -> dict[str, tuple[int, int, int]]:
         with psycopg.connect(self.url, autocommit=True) as conn:
             return {a: (r, p, e) for a, r, p, e in conn.execute(AGENT_RUNS)}
@@ -428,11 +440,12 @@ class Soak:
         started = consumed = 0.0
         for decile in range(DECILES + 1):
             if decile == 1:
+                self.idle_cpu = self.server_cpu_at_rest(gateway)
                 self.runs_before = self.agent_runs()
                 started = time.perf_counter()
                 self.snapshots.append(self.measure(0, started, 0, gateway.proc.pid))
             common.progress(f"decile {decile} of {DECILES}" if decile else "warm-up")
-            with common.CpuMeter(gateway=gateway.proc.pid, PostgreSQL=common.postmaster_pid(self.url)) as cpu:
+            with self.cpu_meter(gateway) as cpu:
                 start.wait()
                 t0 = time.perf_counter()
                 got = [results.get() for _ in roles]
@@ -445,7 +458,7 @@ class Soak:
             consumed += sum(g[2] for g in got)
             snap = self.measure(decile, started, int(consumed), gateway.proc.pid)
             snap.seconds, snap.load = seconds, os.getloadavg()[0]
-            snap.cpu = cpu.used["gateway"] + cpu.used["PostgreSQL"]
+            snap.cpu = max(0.0, cpu.used["gateway"] + cpu.used["PostgreSQL"] - self.idle_cpu * (seconds + 0.3))
             for index, _, _, busy, times, _ in got:
                 surface = roles[index].surface
                 snap.active[surface] = max(snap.active.get(surface, 0.0), busy)
@@ -463,7 +476,8 @@ class Soak:
         share = plan.per_surface_decile
         mb = 1 << 20
 
-        print("\n1. The run by decile (the row 0: after the warm-up, before the first decile)")
+        print("\n1. The run by decile (the row 0: after the warm-up, before the first decile); CPU: the server's"
+              f" (postbox dev and PostgreSQL) per message, less its {self.idle_cpu * 1000:.0f} ms a second at rest")
         heads = ("decile", "messages", "at s", "msg/s", "CPU ms/msg", "load", "RSS MB", "tables MB", "index MB",
                  *(f"held {s[:5]}" for s in SURFACES), "streams")
         print("  ".join(f"{h:>11}" for h in heads))
