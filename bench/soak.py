@@ -33,6 +33,7 @@ from bench import common  # noqa: E402
 
 DECILES = 10
 FLAT = 1.2  # the last decile within this of the first
+PAGES_NOISE = 32 * 8192  # a table group's size may move this much whatever its ratio: a few pages of a small table
 IDLE_S = 5  # the server's CPU at rest is measured this long before the first decile
 MARGIN_S = 10  # on top of a surface's hold: a sweep's own time and the scheduler's jitter
 VT = 30
@@ -571,9 +572,9 @@ class Soak:
 
         half = DECILES // 2
         print(f"\n6. Table + index bytes by group: the largest at the end of deciles {half + 1}-{DECILES} within"
-              f" {FLAT}x of the largest at the end of deciles 1-{half} (a deleted row's space is reused once"
-              " vacuumed: a bounded table's size goes up and down with where the sweeps and vacuums stood, a"
-              " growing one keeps setting new highs)")
+              f" {FLAT}x (or {PAGES_NOISE >> 10} KB) of the largest at the end of deciles 1-{half} (a deleted row's"
+              " space is reused once vacuumed: a bounded table's size goes up and down with where the sweeps and"
+              " vacuums stood, a growing one keeps setting new highs)")
         for group in GROUP_NAMES:
             sizes = [s.group(group, 0) + s.group(group, 1) for s in runs]
             if group == "work journal":
@@ -582,7 +583,8 @@ class Soak:
                       f" scope's retention: grows ~{per:,.0f} bytes a work message (not bounded within this run)")
                 continue
             early, late = max(sizes[:half]), max(sizes[half:])
-            print(f"  {_verdict(late <= FLAT * early)}  {group:<12} {early / (1 << 20):>8.2f} MB ->"
+            ok = late <= FLAT * early or late - early < PAGES_NOISE
+            print(f"  {_verdict(ok)}  {group:<12} {early / (1 << 20):>8.2f} MB ->"
                   f" {late / (1 << 20):>8.2f} MB   ratio {late / early:.2f}")
 
         print("\n7. Agents during the run (runs, rows processed, errors)")
