@@ -55,6 +55,7 @@ bench: install
 	$(BIN)/python bench/work_peers.py
 	$(BIN)/python bench/keyed_streams.py
 	$(BIN)/python bench/sqs.py
+	$(BIN)/python bench/soak.py
 
 layers: install
 	$(BIN)/python layers/build.py

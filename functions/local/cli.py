@@ -18,10 +18,15 @@ from pathlib import Path
 def _dev(args: argparse.Namespace) -> int:
     from functions.local.gateway import serving_gateway
     from functions.local.runtime import database, dev_key, dev_sqs_credential, use_database
-    from functions.local.scheduler import Scheduler
+    from functions.local.scheduler import PERIODS_ENV, Scheduler, periods_from
     from functions.local.server import Server, serve_workers
     from postbox import db
 
+    try:
+        periods = periods_from(os.environ.get(PERIODS_ENV, ""))
+    except ValueError as e:
+        print(f"postbox dev: {e}", file=sys.stderr)
+        return 1
     if not _port_free(args.host, args.port):
         print(f"postbox dev: {args.host}:{args.port} is in use (another postbox dev?); choose --port or"
               " POSTBOX_PORT", file=sys.stderr)
@@ -49,7 +54,7 @@ def _dev(args: argparse.Namespace) -> int:
         key = dev_key(state)
         if workers == 1:  # else each worker process builds its own (functions.local.server)
             http_server = Server(serving_gateway(request_log=not args.quiet), args.host, args.port)
-        scheduler = Scheduler()
+        scheduler = Scheduler(periods=periods)
         scheduler.start()
         base = f"http://{args.host}:{args.port}"
         print(f"Postbox is running at {base}", flush=True)

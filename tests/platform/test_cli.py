@@ -108,6 +108,18 @@ def test_dev_refuses_a_busy_port_before_starting_anything(capsys, tmp_path):
     assert not (tmp_path / "pgdata").exists()
 
 
+def test_dev_refuses_an_unknown_agent_period_before_starting_anything(capsys, tmp_path, monkeypatch):
+    import socket
+
+    monkeypatch.setenv("POSTBOX_AGENT_EVERY", "queue-retention=10,no-such-agent=5")
+    with socket.socket() as busy:  # checked first: without that check, this one ends the command
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        code = main(["dev", "--port", str(busy.getsockname()[1]), "--state-dir", str(tmp_path)])
+    assert code == 1 and "no agent named 'no-such-agent'" in capsys.readouterr().err
+    assert not (tmp_path / "pgdata").exists()
+
+
 def test_every_command_has_help_with_defaults(capsys):
     import pytest
 
