@@ -119,6 +119,18 @@ def test_archiver_removes_ended_messages_past_retention_only(tenant):
     assert len(browse.list_messages(tenant.principal, s["id"], q["id"], "pending")[0]) == 1
 
 
+def test_one_archiver_run_removes_every_ended_message_past_retention_within_its_budget(tenant):
+    s, q = _setup(tenant)
+    _publish_many(tenant, s, q, 120)
+    for m in messages.claim(tenant.principal, s["id"], q["id"], 120, None):
+        messages.finish(tenant.principal, s["id"], m["id"], "complete", {})
+    with db.connection() as conn:
+        conn.execute("UPDATE work_messages SET ended_at = ended_at - interval '8 days' WHERE scope_id = %s",
+                     (s["id"],))
+    assert sweeps.archive(batch=2) == 120  # 60 full batches: more than any fixed cap of 50 lets through
+    assert browse.list_messages(tenant.principal, s["id"], q["id"], "completed")[0] == []
+
+
 def test_every_agent_run_is_recorded(database_url):
     from functions.agents import queue_retention, work
 
