@@ -198,6 +198,10 @@ def _available() -> Iterator[None]:
         yield
     except PoolTimeout:
         raise unavailable(f"no connection within {config.settings().pool_timeout_s:g} s") from None
+    except psycopg.IntegrityError as e:
+        if e.sqlstate in RETRY_SQLSTATES:
+            raise busy(e) from None
+        raise
     except psycopg.OperationalError as e:
         if e.sqlstate in RETRY_SQLSTATES or e.sqlstate == LOCK_TIMEOUT:
             raise busy(e) from None
@@ -216,8 +220,11 @@ def _available() -> Iterator[None]:
 # went with it), nor anything after a commit. Up to RETRY_ATTEMPTS runs, waiting a random time below
 # RETRY_BACKOFF_S, doubled each time, between them (so the transactions that met do not meet again
 # in step); then the request is Unavailable (503 with Retry-After), never a 500.
+# A foreign key violation is met the same way: our code writes a row referring to another only after
+# resolving that one, so the violation means a concurrent request deleted it in between (a queue
+# deleted under a push or a pop); run again, the work resolves it anew (made again, or not found).
 
-RETRY_SQLSTATES = frozenset({"40P01", "40001"})  # deadlock_detected, serialization_failure
+RETRY_SQLSTATES = frozenset({"40P01", "40001", "23503"})  # deadlock, serialization failure, foreign key
 LOCK_TIMEOUT = "55P03"  # lock_not_available: a lock waited for longer than lock_timeout
 RETRY_ATTEMPTS = 4
 RETRY_BACKOFF_S = 0.01
@@ -234,6 +241,7 @@ def _retried(error: psycopg.Error, attempt: int) -> bool:
 
 
 _BUSY = {"40P01": "a deadlock with concurrent requests", "40001": "a conflict with concurrent requests",
+         "23503": "what it refers to was deleted by a concurrent request",
          LOCK_TIMEOUT: "a lock held longer than its lock_timeout"}
 
 
