@@ -195,3 +195,20 @@ def test_dev_plan_does_not_throttle_a_normal_session(api):
     answers = [api.get(f"{W}/scopes").status_code for _ in range(300)]
     assert answers == [200] * 300
     assert int(api.get(f"{W}/scopes").headers["x-ratelimit-limit"]) >= 10_000
+
+
+def test_a_database_unavailable_to_the_rate_limiter_is_503_in_the_work_envelope(gateway, tenant, monkeypatch):
+    """The plan's limit is read before the routes (and their error mapping) run: a database that is
+    unavailable then is the surface's 503 with Retry-After, where it was a 500."""
+    from postbox import errors
+    from postbox.work import ratelimit
+
+    def unavailable(tenant_id: str) -> int:
+        raise errors.Unavailable("The database is unavailable (no connection within 3 s); retry shortly.",
+                                 retry_after=2)
+
+    monkeypatch.setattr(ratelimit._limiter, "_read_limit", unavailable)
+    with client(gateway.url, tenant.key) as c:
+        answer = c.get(f"{W}/scopes")
+    _error(answer, 503, "SERVICE_UNAVAILABLE")
+    assert answer.headers["retry-after"] == "2"

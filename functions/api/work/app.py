@@ -16,11 +16,12 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 
-from functions.api.common import principal_from
+from functions.api.common import principal_from, retry_headers
 from functions.api.work.envelope import MOUNT, REQUEST_ID_PREFIX, app, caller, data, envelope
 from functions.observability import instrument
 from functions.schedules import AGENTS
 from postbox import agents, jsoncodec
+from postbox.errors import PostboxError
 from postbox.tenancy import require
 from postbox.work import ratelimit
 from postbox.work.common import VIEW
@@ -64,13 +65,15 @@ def _limited(event: dict) -> tuple[dict | None, dict[str, str]]:
     principal = principal_from(context)
     if principal is None:
         return None, {}
-    decision = ratelimit.check(principal.tenant_id)
+    try:  # the plan's limit is read from the database once a while: it may be unavailable then
+        decision = ratelimit.check(principal.tenant_id)
+    except PostboxError as e:
+        return _answer(e.status, e.code, e.message, e.details, retry_headers(e)), {}
     headers = decision.headers()
     if decision.allowed:
         return None, headers
-    body = envelope(429, "SCAIQUEUE_RATE_LIMITED", "Tenant rate limit reached; retry later.",
-                    {"retry_after": decision.retry_after_s})
-    return {"statusCode": 429, "headers": {"Content-Type": "application/json"}, "body": _dumps(body)}, headers
+    return _answer(429, "SCAIQUEUE_RATE_LIMITED", "Tenant rate limit reached; retry later.",
+                   {"retry_after": decision.retry_after_s}), headers
 
 
 def _too_large(event: dict) -> dict | None:
@@ -78,12 +81,13 @@ def _too_large(event: dict) -> dict | None:
     size = len(body) * 3 // 4 if event.get("isBase64Encoded") else len(body.encode())
     if size <= MAX_BODY:
         return None
-    answer = envelope(413, "PAYLOAD_TOO_LARGE", f"A request body is at most {MAX_BODY} bytes.", {})
-    return {"statusCode": 413, "headers": {"Content-Type": "application/json"}, "body": _dumps(answer)}
+    return _answer(413, "PAYLOAD_TOO_LARGE", f"A request body is at most {MAX_BODY} bytes.", {})
 
 
-def _dumps(value: Any) -> str:
-    return jsoncodec.dumps(value).decode()
+def _answer(status: int, code: str, message: str, details: dict, headers: dict[str, str] | None = None) -> dict:
+    """An answer in the work envelope given before the resolver (which maps the routes' own errors)."""
+    return {"statusCode": status, "headers": {"Content-Type": "application/json", **(headers or {})},
+            "body": jsoncodec.dumps(envelope(status, code, message, details)).decode()}
 
 
 @lambda_handler
