@@ -13,13 +13,7 @@ from postbox.errors import Invalid
 from postbox.queues import consumer_functions, consumers, service
 from support import consumer_functions as fn
 
-
-@pytest.fixture(autouse=True)
-def local_function(monkeypatch):
-    monkeypatch.setenv("POSTBOX_CONSUMERS", "record-fn=support.consumer_functions.record")
-    fn.reset()
-    yield
-    fn.reset()
+pytestmark = pytest.mark.usefixtures("local_function")
 
 
 def test_another_tenants_consumer_function_is_refused_over_http(api, make_tenant):

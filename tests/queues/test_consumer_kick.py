@@ -20,11 +20,8 @@ from support import consumer_functions as fn
 
 
 @pytest.fixture(autouse=True)
-def local_function(monkeypatch):
-    monkeypatch.setenv("POSTBOX_CONSUMERS", "record-fn=support.consumer_functions.record")
-    fn.reset()
+def no_starter_left(local_function):
     yield
-    fn.reset()
     consumers.set_starter(None)
 
 

@@ -16,12 +16,7 @@ from support import consumer_functions as fn
 TENANT = "0f3a3c1e-5d2b-4c8e-9a71-2b6f0d4e8c11"
 
 
-@pytest.fixture(autouse=True)
-def local_function(monkeypatch):
-    monkeypatch.setenv("POSTBOX_CONSUMERS", "record-fn=support.consumer_functions.record")
-    fn.reset()
-    yield
-    fn.reset()
+pytestmark = pytest.mark.usefixtures("local_function")
 
 
 def _only(queue_name):

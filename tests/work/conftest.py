@@ -32,3 +32,15 @@ def scope(tenant):
 def queue(tenant, scope):
     """A competing fifo queue `jobs` in that scope."""
     return _as_json(queues.create_queue(tenant.principal, scope["id"], {"slug": "jobs"}))
+
+
+@pytest.fixture
+def jobs(queue):
+    """The same queue `jobs`, by the name the ACL tests give it beside `other`."""
+    return queue
+
+
+@pytest.fixture
+def other(tenant, scope):
+    """A second competing fifo queue, `other`, in that scope."""
+    return _as_json(queues.create_queue(tenant.principal, scope["id"], {"slug": "other"}))

@@ -22,16 +22,6 @@ _fresh_cache = pytest.fixture(autouse=True)(fresh_key_cache)
 
 
 
-@pytest.fixture
-def jobs(api, scope):
-    return _ok(api.post(f"{W}/scopes/{scope['id']}/queues", json={"slug": "jobs"}), 201)
-
-
-@pytest.fixture
-def other(api, scope):
-    return _ok(api.post(f"{W}/scopes/{scope['id']}/queues", json={"slug": "other"}), 201)
-
-
 def work_key(api, gateway, subject: str, operations=ALL):
     made = _ok(api.post(f"{W}/tenants/{api.tenant.tenant_id}/api-keys",
                         json={"subject_id": subject, "subject_type": "agent", "allowed_operations": operations}), 201)

@@ -19,16 +19,6 @@ DENIED = "AUTHZ_PERMISSION_DENIED"
 WORKER = {"subject_type": "agent", "subject_id": "worker", "allowed_operations": ALL_OPERATIONS}
 
 
-@pytest.fixture
-def jobs(api, scope):
-    return _ok(api.post(f"{W}/scopes/{scope['id']}/queues", json={"slug": "jobs"}), 201)
-
-
-@pytest.fixture
-def other(api, scope):
-    return _ok(api.post(f"{W}/scopes/{scope['id']}/queues", json={"slug": "other"}), 201)
-
-
 def mint(by, tenant_id: str, **fields) -> dict:
     """A key minted by the client `by` (its own key): the same subject and operations unless told."""
     return _ok(by.post(f"{W}/tenants/{tenant_id}/api-keys", json={**WORKER, **fields}), 201)
