@@ -120,6 +120,7 @@ def choose_invoker(lambda_client: Any = None) -> Invoker:
         nonlocal remote
         own = consumer_functions.own_name(tenant_id, function_name)
         target = local.get(function_name) or (local.get(own) if own else None)
+        whole = consumer_functions.function_of(tenant_id, function_name) or function_name
         if target:
             _python_callable(target)(payload, None)
             return
@@ -130,6 +131,6 @@ def choose_invoker(lambda_client: Any = None) -> Invoker:
                     f" POSTBOX_CONSUMERS=\"{own or function_name}=package.module.function\" (or give AWS a region"
                     " and credentials to invoke a Lambda function of that name)")
             remote = lambda_invoker(lambda_client)
-        remote(tenant_id, function_name, payload)
+        remote(tenant_id, whole, payload)
 
     return invoke

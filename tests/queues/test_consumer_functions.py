@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from functions.agents.consumer_invokers import lambda_invoker, tenant_sessions
+from functions.agents.consumer_invokers import choose_invoker, lambda_invoker, tenant_sessions
 from postbox import config, db
 from postbox.errors import Invalid
 from postbox.queues import consumer_functions, consumers, service
@@ -29,7 +29,7 @@ def test_another_tenants_consumer_function_is_refused_over_http(api, make_tenant
 
 
 @pytest.mark.parametrize("name", [
-    "send-email", "postbox-consumer-send-email", "postbox-consumer-*",
+    "postbox-consumer-send-email", "postbox-consumer-*", "send email", "x" * 15,
     "arn:aws:lambda:us-east-1:123456789012:function:send-email",
     "{mine}send-email:live", "{mine}", "{mine}a b", "{mine}" + "x" * 40, "{other}send-email",
     "{mine_upper}send-email",
@@ -40,6 +40,25 @@ def test_only_the_tenants_own_function_names_are_accepted(name, tenant, make_ten
                        mine_upper=mine.upper())
     with pytest.raises(Invalid, match="this tenant's functions"):
         service.create_queue(tenant.principal, "jobs", {"consumer": {"function_name": name}})
+
+
+def test_a_bare_name_as_the_spec_shows_it_is_the_tenants_own_function(tenant, make_tenant):
+    """`send-email` (the queues API's own example) is kept as given and means the tenant's function
+    `<prefix><tenant>-send-email`; another tenant's bare name means that tenant's own."""
+    made = service.create_queue(tenant.principal, "emails", {"consumer": {"function_name": "send-email"}})
+    assert made["consumer"]["function_name"] == "send-email"
+    assert consumer_functions.function_of(tenant.tenant_id, "send-email") == fn.name_for(tenant.tenant_id, "send-email")
+    assert consumer_functions.function_of(tenant.tenant_id, fn.name_for(tenant.tenant_id, "send-email")) \
+        == fn.name_for(tenant.tenant_id, "send-email")
+    other = make_tenant().tenant_id
+    assert consumer_functions.function_of(other, "send-email") == fn.name_for(other, "send-email")
+
+
+def test_a_bare_name_is_invoked_on_aws_by_the_tenants_whole_name(tenant):
+    client = _FakeLambda()
+    invoke = choose_invoker(lambda_client=client)
+    invoke(tenant.tenant_id, "send-email", {"queue": "emails", "messages": []})
+    assert client.invoked == [fn.name_for(tenant.tenant_id, "send-email")]
 
 
 def test_a_pattern_set_by_the_deployment_names_the_functions(tenant, monkeypatch):
