@@ -371,25 +371,35 @@ def test_deleting_one_frees_a_place(limited, kind):
     t.assert_refused(t.create(t.room + 1))
 
 
+def _at_once(n: int, call):
+    """call(i, start) on n threads, each waiting at `start` (a barrier of n) before its request; their
+    answers in order (None for a thread that did not finish)."""
+    start, answers = threading.Barrier(n), [None] * n
+
+    def run(i: int) -> None:
+        answers[i] = call(i, start)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=120)
+    return answers
+
+
 @pytest.mark.parametrize("kind", KINDS, ids=[k.id for k in KINDS])
 def test_creations_racing_at_the_edge_end_with_exactly_the_limit(limited, gateway, kind):
     """RACERS threads, each with its own connection, create at once from an empty tenant: exactly
     the limit's worth land, every other one is refused naming the limit, none fails otherwise."""
     t = limited(kind, RACE_LIMIT)
-    start = threading.Barrier(RACERS)
-    answers: list[Answer | None] = [None] * RACERS
 
-    def race(i: int) -> None:
+    def race(i: int, start: threading.Barrier) -> Answer:
         with client(gateway.url, t.tenant.key) as own:
             ctx = t.ctx if kind is not SQS_QUEUES else _sqs_client(own, t.tenant)
             start.wait(timeout=30)
-            answers[i] = kind.create(own, ctx, i)
+            return kind.create(own, ctx, i)
 
-    threads = [threading.Thread(target=race, args=(i,)) for i in range(RACERS)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(timeout=120)
+    answers = _at_once(RACERS, race)
     made = [a for a in answers if a is not None and a.status in (200, 201)]
     assert len(made) == t.room, [a.text for a in answers if a is not None]
     for a in answers:
@@ -433,19 +443,11 @@ def test_a_credential_naming_a_project_made_meanwhile_is_never_refused(gateway):
     """At the limit, a credential naming a project that exists makes none, however it came to exist."""
     tenant = new_tenant(plan=plan_with(limits.PROJECTS, 2))
     with client(gateway.url, tenant.key) as c:
-        start = threading.Barrier(8)
-        answers: list[int] = []
-
-        def mint() -> None:
+        def mint(_: int, start: threading.Barrier) -> int:
             start.wait(timeout=30)
-            answers.append(c.post("/api/v1/sqs/credentials", json={"role": "read", "project": "same"}).status_code)
+            return c.post("/api/v1/sqs/credentials", json={"role": "read", "project": "same"}).status_code
 
-        threads = [threading.Thread(target=mint) for _ in range(8)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(timeout=60)
-        assert answers == [201] * 8
+        assert _at_once(8, mint) == [201] * 8
         r = c.post("/api/v1/sqs/credentials", json={"role": "read", "project": "other"})
         assert r.status_code == 403 and r.json()["detail"]["code"] == "max_projects", r.text
         assert [p["name"] for p in c.get("/v1/projects").json()["projects"]] == ["default", "same"]
@@ -474,19 +476,11 @@ def test_a_push_to_a_queue_made_meanwhile_is_never_refused(gateway):
     """At the limit, a push to a queue that exists is not a creation, however it came to exist."""
     tenant = new_tenant(plan=plan_with(limits.PARTITIONED_QUEUES, 1))
     with client(gateway.url, tenant.key) as c:
-        start = threading.Barrier(8)
-        answers: list[int] = []
-
-        def push() -> None:
+        def push(_: int, start: threading.Barrier) -> int:
             start.wait(timeout=30)
-            answers.append(c.post("/api/v1/push", json={"items": [{"queue": "same", "payload": 1}]}).status_code)
+            return c.post("/api/v1/push", json={"items": [{"queue": "same", "payload": 1}]}).status_code
 
-        threads = [threading.Thread(target=push) for _ in range(8)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join(timeout=60)
-        assert answers == [201] * 8
+        assert _at_once(8, push) == [201] * 8
         assert c.post("/api/v1/push", json={"items": [{"queue": "other", "payload": 1}]}).status_code == 403
 
 
