@@ -146,9 +146,10 @@ def test_three_subscriptions_under_threads_each_process_every_message_once(tenan
     def consumer(sub) -> None:
         try:
             while True:
+                done_publishing = published.is_set()  # read before the pull: an empty pull after it is the end
                 batch = _pull(tenant, scope, sub, 7, 60)
                 if not batch:
-                    if published.is_set() and not _pull(tenant, scope, sub, 7, 60):
+                    if done_publishing:
                         return
                     continue
                 for m in batch:
