@@ -15,10 +15,10 @@ to the namespace NAMESPACE with the one dimension `service` = the function's log
 dashboard and alarms of the stack name exactly those (a test checks it).
 
 A surface function resolves its request's key itself (`functions.keys`, `resolve_keys=True`)
-before anything of the request is logged. With metrics on (on AWS), an API request writes one line
-when it ends (`functions.request_record`): its id, tenant, status, duration and what it counted (the
-stack's metric filters make those the surfaces' metrics; agents flush EMF records); a failure's
-error line carries the request as it came.
+before anything of the request is logged. With metrics on (on AWS), an API request writes at most
+one line when it ends (`functions.request_record`): its access line when it failed, was slow or was
+sampled, an EMF record of what it counted (exact, whatever is sampled; agents flush theirs too); a
+failure's error line carries the request as it came.
 
 The Tracer pulls in the X-Ray SDK (and botocore), a quarter of a second of cold start, so it is
 built only when tracing is on: on AWS unless POWERTOOLS_TRACE_DISABLED is set, never locally.
@@ -140,10 +140,11 @@ def instrument(service: str, request_id_prefix: str = "", *, resolve_keys: bool 
                 logger.thread_safe_remove_keys(_KEYS)
                 if metrics_disabled:
                     pass
-                elif rid:  # an API request: its one line (see `functions.request_record`)
+                elif rid:  # an API request: at most one line (see `functions.request_record`)
                     ms = (time.perf_counter() - started) * 1000
-                    shown = request_record.request_line(event) if status >= 400 else None
-                    request_record.write(request_record.line(metrics, rid, tenant, status, ms, shown))
+                    line = request_record.record(metrics, event, rid, tenant, status, ms)
+                    if line:
+                        request_record.write(line)
                 elif metrics.metric_set:
                     metrics.flush_metrics()
             return _answer_with_id(result, rid) if rid else result

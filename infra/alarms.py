@@ -23,7 +23,7 @@ from infra.functions import Deployed
 from infra.settings import Settings
 
 PERIOD_S = 300
-NAMESPACE = "Postbox"  # functions.observability: the metrics' namespace (EMF and metric filters)
+NAMESPACE = "Postbox"  # functions.observability: the metrics' namespace (EMF records)
 OLDEST_MESSAGE_METRIC = "ConsumerOldestMessageAge"  # emitted by the consumer-dispatch agent
 
 

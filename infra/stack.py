@@ -16,7 +16,6 @@ from infra import (
     failures,
     functions,
     layers,
-    metric_filters,
     migrate,
     network,
     schedules,
@@ -45,7 +44,6 @@ def build() -> dict[str, pulumi.Input]:
     schedules.build(s, fns, failed_runs)
     topic = alarms.build(s, http, fns, db, failed_runs)
     board = dashboard.build(s, http, db, failed_runs)
-    metric_filters.build(fns)
     return {
         "api_url": http.url,
         "db_proxy_endpoint": db.endpoint,
