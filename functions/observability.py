@@ -36,7 +36,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 
-from functions import request_record
+from functions import door, request_record
 
 
 def tracing_enabled() -> bool:
@@ -121,13 +121,20 @@ def instrument(service: str, request_id_prefix: str = "", *, resolve_keys: bool 
             outer = getattr(_current, "id", None), getattr(_current, "logger", None)
             _current.id, _current.logger = rid, logger
             status = 500
+            front = door.is_function_url() and door.serves(service)  # the front door's work is its own
             try:
-                if authenticate is not None:
+                result = door.admit(service, event) if front else None
+                if result is None and authenticate is not None:
                     authenticate(event)
                     tenant = request_keys(event)[1]
                 if tenant:
                     logger.thread_safe_append_keys(tenant=tenant)
-                result = inner(event, context)
+                if result is None and front:
+                    result = door.throttle(tenant)
+                if result is None:
+                    result = inner(event, context)
+                if front:
+                    result = door.with_cors(event, result)
                 tenant = tenant or request_keys(event)[1]  # a function that checks its own callers (SQS)
                 if isinstance(result, dict) and isinstance(result.get("statusCode"), int):
                     status = result["statusCode"]
