@@ -72,14 +72,14 @@ def widgets(s: Settings, api_id, region, db_cluster: str, proxy: str, failures_q
     def fn(name: str) -> str:
         return f"{s.prefix}-{name}"
 
-    out = [
+    out = [  # behind function URLs (no API id) each surface's own row below is all there is
         _widget("API: requests and errors", [["AWS/ApiGateway", "Count", "ApiId", api_id],
                                              ["AWS/ApiGateway", "4xx", "ApiId", api_id],
                                              ["AWS/ApiGateway", "5xx", "ApiId", api_id]], region, width=12),
         _widget("API: latency p50 / p99", [["AWS/ApiGateway", "Latency", "ApiId", api_id, {"stat": "p50"}],
                                            ["AWS/ApiGateway", "Latency", "ApiId", api_id, {"stat": "p99"}]],
                 region, stat="p99", width=12),
-    ]
+    ] if api_id else []
     for surface, handler in route_table.FUNCTIONS.items():
         out.append(_widget(f"{surface}: requests and errors",
                            [_lambda(fn(surface), "Invocations"), _lambda(fn(surface), "Errors"),
@@ -113,9 +113,10 @@ def widgets(s: Settings, api_id, region, db_cluster: str, proxy: str, failures_q
     return out
 
 
-def build(s: Settings, api: Api, db: Database, failures: aws.sqs.Queue) -> aws.cloudwatch.Dashboard:
+def build(s: Settings, api: Api | None, db: Database, failures: aws.sqs.Queue) -> aws.cloudwatch.Dashboard:
     region = aws.get_region_output().region
-    body = pulumi.Output.all(api.api.id, region, db.cluster.cluster_identifier, db.proxy.name, failures.name).apply(
+    api_id = api.api.id if api else ""
+    body = pulumi.Output.all(api_id, region, db.cluster.cluster_identifier, db.proxy.name, failures.name).apply(
         lambda a: pulumi.Output.json_dumps({"widgets": widgets(s, *a)})
     )
     return aws.cloudwatch.Dashboard("dashboard", dashboard_name=s.prefix, dashboard_body=body)
