@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 
+import psycopg
 import pytest
-from sqs_clients import code, error_of
+from sqs_clients import code, error_of, sqs_client
 
 STANDARD_DEFAULTS = {
     "ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesDelayed": "0",
@@ -159,6 +160,34 @@ def test_create_again_with_other_attributes_names_the_first_that_differs(any_sqs
     assert _error(any_sqs, "create_queue", QueueName="twice.fifo", Attributes={
         **FIFO, "ContentBasedDeduplication": "false"})[1].endswith("attribute ContentBasedDeduplication")
     assert any_sqs.create_queue(QueueName="twice.fifo", Attributes=FIFO)["QueueUrl"] == fifo["QueueUrl"]
+
+
+def test_a_name_is_free_again_a_minute_after_its_deletion(any_sqs, database_url):
+    url = any_sqs.create_queue(QueueName="gone", Attributes={"DelaySeconds": "3"})["QueueUrl"]
+    other = any_sqs.create_queue(QueueName="kept")["QueueUrl"]
+    any_sqs.delete_queue(QueueUrl=url)
+    e = error_of(any_sqs.create_queue, QueueName="gone")
+    assert (code(e), e.response["Error"]["Message"], e.response["ResponseMetadata"]["HTTPStatusCode"]) == (
+        "AWS.SimpleQueueService.QueueDeletedRecently",
+        "You must wait 60 seconds after deleting a queue before you can create another with the same name.", 400)
+    if any_sqs.protocol == "json":
+        assert e.response["Error"]["QueryErrorCode"] == "QueueDeletedRecently"
+        assert e.response["ResponseMetadata"]["HTTPHeaders"]["x-amzn-query-error"] == \
+            "AWS.SimpleQueueService.QueueDeletedRecently;Sender"
+    assert code(error_of(any_sqs.get_queue_url, QueueName="gone")) == "AWS.SimpleQueueService.NonExistentQueue"
+    assert any_sqs.create_queue(QueueName="kept")["QueueUrl"] == other  # an existing queue is answered as before
+    with psycopg.connect(database_url, autocommit=True) as conn:  # the minute has passed
+        conn.execute("UPDATE sqs_deleted_queues SET deleted_at = deleted_at - interval '61 seconds'")
+    url = any_sqs.create_queue(QueueName="gone")["QueueUrl"]
+    assert _all(any_sqs, url)["DelaySeconds"] == "0"  # a new queue
+
+
+def test_a_deletion_holds_the_name_in_its_own_project_only(any_sqs, gateway, mint, make_tenant):
+    """Another tenant's (or project's) queue of the same name is another queue: its deletion holds no name here."""
+    for credential in (mint("manage", tenant_id=make_tenant().tenant_id), mint("manage", project="other")):
+        elsewhere = sqs_client(gateway.url, credential)
+        elsewhere.delete_queue(QueueUrl=elsewhere.create_queue(QueueName="shared-name")["QueueUrl"])
+    assert any_sqs.create_queue(QueueName="shared-name")["QueueUrl"].endswith("/shared-name")
 
 
 # ---- what a queue answers before anything is set ---------------------------------------------------

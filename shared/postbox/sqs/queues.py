@@ -155,10 +155,21 @@ def _same_redrive(conn: psycopg.Connection, principal: Principal, queue: SqsQueu
     return target.id == queue.dead_letter_queue_id and policy["maxReceiveCount"] == queue.max_reads
 
 
+RECENTLY_DELETED_S = 60  # SQS's: a queue's name is free again 60 seconds after its deletion
+
+
+def _deleted_recently(conn: psycopg.Connection, principal: Principal, name: str) -> bool:
+    return conn.execute(
+        "SELECT 1 FROM sqs_deleted_queues WHERE tenant_id = %(t)s AND project_id = %(p)s AND name = %(n)s"
+        " AND deleted_at > clock_timestamp() - make_interval(secs => %(s)s)",
+        scope(principal, n=name, s=RECENTLY_DELETED_S)).fetchone() is not None
+
+
 def create(principal: Principal, base: str, name: Any, attrs: dict[str, Any], tags: dict[str, Any]) -> dict[str, Any]:
     """CreateQueue: a new Postbox queue (with SQS's view of it), or the URL of the same queue when
-    one exists with the attributes asked (SQS's answer); other attributes are QueueNameExists. A FIFO
-    queue is made with FifoQueue true and a name ending in .fifo, both or neither."""
+    one exists with the attributes asked (SQS's answer); other attributes are QueueNameExists, and a
+    name deleted less than a minute ago is QueueDeletedRecently. A FIFO queue is made with FifoQueue
+    true and a name ending in .fifo, both or neither."""
     tenancy.require(principal, "manage")
     attrs = attrs or {}
     fifo = isinstance(attrs, dict) and isinstance(attrs.get("FifoQueue"), str) and attrs["FifoQueue"].lower() == "true"
@@ -179,6 +190,8 @@ def create(principal: Principal, base: str, name: Any, attrs: dict[str, Any], ta
                 raise errors.queue_exists("A queue already exists with the same name and a different value for "
                                           f"attribute {differing}")
             return {"QueueUrl": identity.queue_url(base, principal.tenant_id, name)}
+        if _deleted_recently(conn, principal, name):
+            raise errors.deleted_recently()
         if "RedrivePolicy" in checked:
             own.update(_redrive_changes(conn, principal, name, fifo, checked["RedrivePolicy"]))
         try:
@@ -237,9 +250,20 @@ def list_urls(principal: Principal, base: str, prefix: Any, max_results: Any, ne
 
 
 def delete(principal: Principal, name: str) -> dict[str, Any]:
+    """DeleteQueue, noting when the name was let go (CreateQueue refuses it for RECENTLY_DELETED_S)."""
     tenancy.require(principal, "manage")
     try:
-        settings.delete_queue(principal, name)
+        with db.transaction() as conn:
+            settings.remove_queue(conn, principal, name)
+            conn.execute(
+                "INSERT INTO sqs_deleted_queues AS d (tenant_id, project_id, name, deleted_at)"
+                " VALUES (%(t)s, %(p)s, %(n)s, clock_timestamp())"
+                " ON CONFLICT (project_id, name) DO UPDATE SET deleted_at = excluded.deleted_at",
+                scope(principal, n=name))
+            # The tenant's notes past their minute go with it (a few rows: names deleted in the last minute).
+            conn.execute("DELETE FROM sqs_deleted_queues WHERE tenant_id = %(t)s"
+                         " AND deleted_at <= clock_timestamp() - make_interval(secs => %(s)s)",
+                         scope(principal, s=RECENTLY_DELETED_S))
     except NotFound:
         raise errors.no_queue() from None
     except Conflict as e:
