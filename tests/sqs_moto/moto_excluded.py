@@ -55,7 +55,9 @@ EXCLUDED: dict[str, list[str]] = {
     ],
     "moto takes what SQS refuses: an attribute named 'VisibilityTimeout ' (with a space), "
     "MessageRetentionPeriod 1 (SQS: 60 at least), FifoQueue 'tru', a MessageDeduplicationId on a "
-    "standard queue": [
+    "standard queue, FifoQueue 'false' on a standard queue (SQS: Unknown Attribute FifoQueue, as recorded on "
+    "AWS)": [
+        "test_sqs.py::test_create_fifo_queue_with_dlq",
         "test_sqs.py::test_receive_message_with_explicit_visibility_timeout",
         "test_sqs.py::test_change_message_visibility",
         "test_sqs.py::test_queue_length",
