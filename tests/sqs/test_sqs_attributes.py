@@ -162,7 +162,7 @@ def test_create_again_with_other_attributes_names_the_first_that_differs(any_sqs
     assert any_sqs.create_queue(QueueName="twice.fifo", Attributes=FIFO)["QueueUrl"] == fifo["QueueUrl"]
 
 
-def test_a_name_is_free_again_a_minute_after_its_deletion(any_sqs, database_url):
+def test_a_name_is_free_again_a_minute_after_its_deletion(any_sqs, database_url, gateway, mint, make_tenant):
     url = any_sqs.create_queue(QueueName="gone", Attributes={"DelaySeconds": "3"})["QueueUrl"]
     other = any_sqs.create_queue(QueueName="kept")["QueueUrl"]
     any_sqs.delete_queue(QueueUrl=url)
@@ -176,18 +176,17 @@ def test_a_name_is_free_again_a_minute_after_its_deletion(any_sqs, database_url)
             "AWS.SimpleQueueService.QueueDeletedRecently;Sender"
     assert code(error_of(any_sqs.get_queue_url, QueueName="gone")) == "AWS.SimpleQueueService.NonExistentQueue"
     assert any_sqs.create_queue(QueueName="kept")["QueueUrl"] == other  # an existing queue is answered as before
+    # another tenant's or project's queue of the name is another queue: its deletion holds no name here
+    for credential in (mint("manage", tenant_id=make_tenant().tenant_id), mint("manage", project="other")):
+        elsewhere = sqs_client(gateway.url, credential)
+        elsewhere.delete_queue(QueueUrl=elsewhere.create_queue(QueueName="shared-name")["QueueUrl"])
+        assert code(error_of(elsewhere.create_queue, QueueName="shared-name")) == \
+            "AWS.SimpleQueueService.QueueDeletedRecently"
+    assert any_sqs.create_queue(QueueName="shared-name")["QueueUrl"].endswith("/shared-name")
     with psycopg.connect(database_url, autocommit=True) as conn:  # the minute has passed
         conn.execute("UPDATE sqs_deleted_queues SET deleted_at = deleted_at - interval '61 seconds'")
     url = any_sqs.create_queue(QueueName="gone")["QueueUrl"]
     assert _all(any_sqs, url)["DelaySeconds"] == "0"  # a new queue
-
-
-def test_a_deletion_holds_the_name_in_its_own_project_only(any_sqs, gateway, mint, make_tenant):
-    """Another tenant's (or project's) queue of the same name is another queue: its deletion holds no name here."""
-    for credential in (mint("manage", tenant_id=make_tenant().tenant_id), mint("manage", project="other")):
-        elsewhere = sqs_client(gateway.url, credential)
-        elsewhere.delete_queue(QueueUrl=elsewhere.create_queue(QueueName="shared-name")["QueueUrl"])
-    assert any_sqs.create_queue(QueueName="shared-name")["QueueUrl"].endswith("/shared-name")
 
 
 # ---- what a queue answers before anything is set ---------------------------------------------------

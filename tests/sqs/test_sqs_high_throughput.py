@@ -26,6 +26,11 @@ def test_a_deduplication_id_counts_within_its_message_group(any_sqs):
     ])
     assert not batch.get("Failed") and batch["Successful"][1]["MessageId"] == other["MessageId"]
     assert _bodies(any_sqs, url) == ["a1", "b1", "c1"]
+    # queue scope (the default) still spans the groups
+    plain = any_sqs.create_queue(QueueName="plain.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    any_sqs.send_message(QueueUrl=plain, MessageBody="a", MessageGroupId="a", MessageDeduplicationId="d")
+    any_sqs.send_message(QueueUrl=plain, MessageBody="b", MessageGroupId="b", MessageDeduplicationId="d")
+    assert _bodies(any_sqs, plain) == ["a"]
 
 
 def test_content_based_deduplication_within_a_group(any_sqs):
@@ -34,13 +39,6 @@ def test_content_based_deduplication_within_a_group(any_sqs):
     for group in ("a", "b", "a"):
         any_sqs.send_message(QueueUrl=url, MessageBody="same", MessageGroupId=group)
     assert _bodies(any_sqs, url) == ["same", "same"]
-
-
-def test_queue_scope_deduplicates_across_groups(any_sqs):
-    url = any_sqs.create_queue(QueueName="plain.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
-    any_sqs.send_message(QueueUrl=url, MessageBody="a", MessageGroupId="a", MessageDeduplicationId="d")
-    any_sqs.send_message(QueueUrl=url, MessageBody="b", MessageGroupId="b", MessageDeduplicationId="d")
-    assert _bodies(any_sqs, url) == ["a"]
 
 
 def test_per_message_group_id_needs_message_group_deduplication(any_sqs):
