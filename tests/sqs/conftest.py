@@ -4,7 +4,7 @@ for a fresh tenant."""
 from __future__ import annotations
 
 import pytest
-from sqs_clients import sqs_client
+from sqs_clients import query_sqs_client, sqs_client, write_query_model
 
 from postbox.sqs import credentials
 
@@ -31,3 +31,21 @@ def sqs(gateway, mint):
 def client_for(gateway, mint):
     """client_for(role) -> a boto3 SQS client of the same tenant with a credential of that role."""
     return lambda role="manage", **kw: sqs_client(gateway.url, mint(role, **kw))
+
+
+@pytest.fixture(scope="session")
+def query_data(tmp_path_factory):
+    """A botocore data path holding SQS's model in its Query form (see `write_query_model`)."""
+    return write_query_model(tmp_path_factory.mktemp("botocore-data"))
+
+
+@pytest.fixture
+def both(gateway, mint, query_data):
+    """(boto3 speaking JSON, botocore speaking Query) of one fresh tenant, with one manage credential
+    (`credential` on each)."""
+    credential = mint("manage")
+    pair = sqs_client(gateway.url, credential), query_sqs_client(gateway.url, credential, query_data)
+    for one in pair:
+        one.credential = credential
+        one.gateway_url = gateway.url
+    return pair

@@ -19,9 +19,10 @@ MAX_PARAMETERS = 5000  # a full batch of ten entries, each with ten attributes, 
 _INDEX = re.compile(r"[1-9][0-9]{0,5}")
 _INTEGER = re.compile(r"-?[0-9]{1,18}")
 # What a text node cannot hold as it is: markup, and #xD (which XML parsers read as a line end);
-# XML 1.0 cannot carry the other control characters and lone surrogates at all.
-_ESCAPED = re.compile("[&<>\r\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "\r": "&#xD;"}
+# XML 1.0 cannot carry the other control characters and lone surrogates at all. SQS also writes a
+# quotation mark as `&quot;` (a receipt handle's error quotes it), so the bytes are SQS's too.
+_ESCAPED = re.compile("[&<>\"\r\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "\r": "&#xD;"}
 
 
 class _Node:
@@ -57,7 +58,7 @@ def read(*forms: bytes | str) -> tuple[str, dict[str, Any]]:
         node.value = value
     action, version = (_envelope(root, name) for name in ("Action", "Version"))
     if not action:
-        raise errors.missing_parameter("Action")
+        raise errors.NoOperation()
     if version not in (None, VERSION):
         raise errors.invalid_parameter(f"Version {version[:40]} is not served; Postbox speaks SQS's {VERSION}.")
     model = service_model()
@@ -191,10 +192,12 @@ def answer(action: str, result: dict[str, Any], request_id: str) -> str:
 
 
 def failure(error: errors.SqsError, request_id: str) -> str:
-    """SQS's XML error: its Query code and whose fault it is."""
+    """SQS's XML error: its Query code, whose fault it is and the Query protocol's wording."""
+    if isinstance(error, errors.NoOperation):
+        return "<UnknownOperationException/>"
     return (f'<?xml version="1.0"?><ErrorResponse xmlns="{XML_NAMESPACE}"><Error>'
             f"<Type>{error.fault}</Type><Code>{_escape(error.query_code)}</Code>"
-            f"<Message>{_escape(error.message)}</Message><Detail/></Error>"
+            f"<Message>{_escape(error.query_message)}</Message><Detail/></Error>"
             f"<RequestId>{_escape(request_id)}</RequestId></ErrorResponse>")
 
 

@@ -35,8 +35,7 @@ def _integer(name: str, value: Any, least: int, most: int) -> int:
     except ValueError:
         number = None
     if number is None or not least <= number <= most:
-        raise errors.invalid_attribute_value(f"Invalid value for the parameter {name}. Reason: it must be an "
-                                             f"integer from {least} to {most}.")
+        raise errors.attribute_value(name)  # SQS says no more (its limits are documented)
     return number
 
 
@@ -48,12 +47,16 @@ def check(given: dict[str, Any], *, fifo: bool, creating: bool) -> dict[str, Any
     out: dict[str, Any] = {}
     for name, value in given.items():
         if name not in SETTABLE:
-            raise errors.invalid_attribute_name(f"Unknown Attribute {str(name)[:100]}.")
+            raise errors.unknown_attribute(name)
         if not isinstance(value, str):
             raise errors.invalid_attribute_value(f"Invalid value for the parameter {name}: a string is expected.")
         if name == "FifoQueue":
-            if not creating:
-                raise errors.invalid_attribute_name("Unknown Attribute FifoQueue.")
+            if not creating:  # a FIFO queue takes `true` again; a standard queue knows no FifoQueue
+                if not fifo:
+                    raise errors.unknown_attribute(name)
+                if value.lower() != "true":
+                    raise errors.attribute_value(name, "Modifying queue type is not supported.")
+                continue
             if value.lower() != str(fifo).lower():
                 raise errors.invalid_attribute_value(
                     "Invalid value for the parameter FifoQueue. Reason: The name of a FIFO queue can only include "
@@ -62,7 +65,8 @@ def check(given: dict[str, Any], *, fifo: bool, creating: bool) -> dict[str, Any
             continue
         if name in FIFO_ONLY:
             if not fifo:
-                raise errors.invalid_attribute_name(f"Unknown Attribute {name}.")
+                raise errors.unknown_attribute(name) if name == "ContentBasedDeduplication" else \
+                    errors.fifo_only_attribute(name)
             if value not in FIFO_ONLY[name]:
                 raise errors.invalid_attribute_value(f"Invalid value for the parameter {name}.")
             out[name] = value

@@ -124,14 +124,15 @@ def _split(attrs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return own, kept
 
 
-def _same(queue: SqsQueue, attrs: dict[str, Any], redrive: dict[str, Any] | None) -> bool:
+def _differing(queue: SqsQueue, attrs: dict[str, Any]) -> str | None:
+    """The first attribute asked that the queue holds otherwise (SQS's QueueAlreadyExists names it)."""
     for name, value in attrs.items():
         if name == "VisibilityTimeout":
             if value != queue.visibility_timeout:
-                return False
+                return name
         elif name != "RedrivePolicy" and str(queue.attributes.get(name, attributes.default(name))) != str(value):
-            return False
-    return True
+            return name
+    return None
 
 
 def create(principal: Principal, base: str, name: Any, attrs: dict[str, Any], tags: dict[str, Any]) -> dict[str, Any]:
@@ -153,9 +154,9 @@ def create(principal: Principal, base: str, name: Any, attrs: dict[str, Any], ta
         except errors.SqsError:
             existing = None
         if existing is not None:
-            if existing.fifo != fifo or not _same(existing, checked, checked.get("RedrivePolicy")):
-                raise errors.queue_exists("A queue already exists with the same name and a different value for "
-                                          "attribute(s) " + ", ".join(sorted(checked)))
+            differing = "FifoQueue" if existing.fifo != fifo else _differing(existing, checked)
+            if differing is not None:
+                raise errors.queue_exists_with(differing)
             return {"QueueUrl": identity.queue_url(base, principal.tenant_id, name)}
         if "RedrivePolicy" in checked:
             own.update(_redrive_changes(conn, principal, name, fifo, checked["RedrivePolicy"]))
@@ -253,7 +254,7 @@ def get_attributes(principal: Principal, name: str, wanted: Any) -> dict[str, An
         raise errors.invalid_parameter("AttributeNames must be a list of attribute names.")
     for w in wanted:
         if w != "All" and w not in attributes.ALL:
-            raise errors.invalid_attribute_name(f"Unknown Attribute {w[:100]}.")
+            raise errors.unknown_attribute(w)
     with db.transaction() as conn:
         queue = find(conn, principal, name)
         names_wanted = [a for a in attributes.ALL if "All" in wanted or a in wanted]
