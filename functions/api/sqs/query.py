@@ -184,7 +184,9 @@ def answer(action: str, result: dict[str, Any], request_id: str) -> str:
     """SQS's XML answer to `action`, its result written by the action's output shape."""
     out = [f'<?xml version="1.0"?><{action}Response xmlns="{XML_NAMESPACE}">']
     shape = service_model().output_shape(action)
-    if shape is not None:
+    if shape is not None and not any(value is not None for value in result.values()):
+        out.append(f"<{action}Result/>")  # as SQS writes a result with nothing in it (an empty receive)
+    elif shape is not None:
         _element(out, shape, result, f"{action}Result")
     out.append(f"<ResponseMetadata><RequestId>{_escape(request_id)}</RequestId></ResponseMetadata>"
                f"</{action}Response>")
