@@ -27,7 +27,7 @@ def test_a_fifo_queue_and_its_attributes(sqs):
                                     AttributeNames=["FifoQueue"])["Attributes"] == {"FifoQueue": "true"}
     assert code(error_of(sqs.create_queue, QueueName="nofifo", Attributes={"FifoQueue": "true"})) == \
         "InvalidParameterValue"
-    assert code(error_of(sqs.create_queue, QueueName="Upper.fifo", Attributes={"FifoQueue": "true"})) == \
+    assert code(error_of(sqs.create_queue, QueueName="dot.ted.fifo", Attributes={"FifoQueue": "true"})) == \
         "InvalidParameterValue"
 
 

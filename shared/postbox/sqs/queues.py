@@ -1,7 +1,6 @@
 """SQS's queue actions on Postbox queues: create, find, list, delete, purge, attributes, tags and
-the dead-letter sources. Names are SQS's where Postbox can keep them: a standard queue's name is a
-Postbox queue name, a FIFO queue's is one followed by `.fifo`; any other name SQS allows is refused
-here with the reason."""
+the dead-letter sources. Names are SQS's (a FIFO queue's ends in `.fifo`): a queue made through SQS
+is a Postbox queue of that name, which the queues API lists and serves like its own."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from typing import Any
 
 import psycopg
 
-from .. import db, names, tenancy
+from .. import db, tenancy
 from ..errors import Conflict, Invalid, LimitExceeded, NotFound
 from ..queues import engine, settings
 from ..queues.catalog import scope
@@ -49,23 +48,20 @@ class SqsQueue:
 
 
 def check_name(name: object, fifo: bool) -> str:
-    """A name SQS allows and Postbox can keep, or SQS's error saying which rule it breaks (an empty
-    name is given, and too short: InvalidParameterValue, as SQS answers)."""
+    """A name SQS allows: 1-80 letters, digits, `-` or `_`, a FIFO queue's ending in `.fifo` (within
+    the 80), or SQS's error saying which rule it breaks (an empty name is given, and too short:
+    InvalidParameterValue, as SQS answers). The queues API's own rule for the names it makes is
+    narrower; it sees and serves a queue of any name SQS made."""
     if not isinstance(name, str):
         raise errors.missing_parameter("QueueName")
     base = name[:-5] if name.endswith(".fifo") else name
     if not _SQS_NAME.fullmatch(base) or len(name) > 80:
-        raise errors.invalid_parameter("Can only include alphanumeric characters, hyphens, or underscores. "
-                                       "1 to 80 in length")
+        raise errors.invalid_queue_name()
     if name.endswith(".fifo") != fifo:
         raise errors.invalid_parameter("The name of a FIFO queue can only include alphanumeric characters, hyphens, "
                                        "or underscores, must end with .fifo suffix and be 1 to 80 in length."
                                        if fifo else "A queue whose name ends in .fifo is a FIFO queue: set FifoQueue "
                                        "to true.")
-    if not names.QUEUE.ok(base):
-        raise errors.invalid_parameter(
-            f"Postbox cannot keep the queue name {name[:80]!r}: a Postbox queue name is {names.QUEUE.says}"
-            + (", followed by .fifo for a FIFO queue" if fifo else "") + ".")
     return name
 
 
