@@ -143,6 +143,25 @@ def test_queue_attribute_refusals(both, queue, fifo):
                   QueueUrl=queue, AttributeNames=["Foobar"])
 
 
+def test_redrive_policies_sqs_refuses(both, queue):
+    """A RedrivePolicy SQS refuses is an invalid value of the parameter, quoted whole."""
+    dlq = both[0].create_queue(QueueName="words-dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    arn = both[0].get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    missing = arn.replace("words-dlq.fifo", "nowhere")
+    for policy, reason in (
+            ("{}", "Redrive policy does not contain mandatory attribute: maxReceiveCount."),
+            ('{"MaxReceiveCount":"4","DeadLetterTargetArn":"x"}',
+             "Redrive policy does not contain mandatory attribute: maxReceiveCount."),
+            ('{"maxReceiveCount":"4"}', "Redrive policy does not contain mandatory attribute: deadLetterTargetArn."),
+            ("not json", "Redrive policy is not a dict or valid json."),
+            (f'{{"deadLetterTargetArn":"{arn}","maxReceiveCount":0}}',
+             "Invalid value for maxReceiveCount: 0, valid values are from 1 to 1000 both inclusive."),
+            (f'{{"deadLetterTargetArn":"{missing}","maxReceiveCount":3}}', "Dead letter target does not exist.")):
+        refused_alike(both, "set_queue_attributes", VALUE,
+                      f"Value {policy} for parameter RedrivePolicy is invalid. Reason: {reason}",
+                      json_type=VALUE_TYPE, QueueUrl=queue, Attributes={"RedrivePolicy": policy})
+
+
 def test_visibility_changes(both, queue):
     json_client = both[0]
     for client in both:

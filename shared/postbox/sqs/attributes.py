@@ -89,23 +89,31 @@ def check(given: dict[str, Any], *, fifo: bool, creating: bool) -> dict[str, Any
 
 
 def redrive_policy(value: str) -> dict[str, Any] | None:
-    """{deadLetterTargetArn, maxReceiveCount} from its JSON text; None for `""` (no redrive)."""
+    """{deadLetterTargetArn, maxReceiveCount, text: the policy as given} from its JSON text; None for
+    `""` (no redrive). SQS answers a policy it refuses as an invalid value of the parameter, quoting it."""
     if value == "":
         return None
     try:
         doc = json.loads(value)
     except ValueError:
         doc = None
-    if not isinstance(doc, dict) or not {"deadLetterTargetArn", "maxReceiveCount"} <= set(doc) or set(doc) - {
-            "deadLetterTargetArn", "maxReceiveCount"}:
-        raise errors.invalid_attribute_value(
-            "Value for parameter RedrivePolicy is invalid. Reason: Redrive policy is not a dict or valid json, or "
-            "it names other than deadLetterTargetArn and maxReceiveCount.")
-    count = _integer("RedrivePolicy", doc["maxReceiveCount"], 1, MAX_RECEIVE_COUNT)
+    if not isinstance(doc, dict):
+        raise errors.invalid_redrive_policy(value, "Redrive policy is not a dict or valid json.")
+    for name in ("maxReceiveCount", "deadLetterTargetArn"):  # in the order SQS checks them
+        if name not in doc:
+            raise errors.invalid_redrive_policy(value, f"Redrive policy does not contain mandatory attribute: {name}.")
+    for name in set(doc) - {"deadLetterTargetArn", "maxReceiveCount"}:
+        raise errors.invalid_redrive_policy(value, f"Redrive policy contains an unknown attribute: {name}.")
+    try:
+        count = int(str(doc["maxReceiveCount"]), 10)
+    except ValueError:
+        count = None
+    if count is None or not 1 <= count <= MAX_RECEIVE_COUNT:
+        raise errors.invalid_redrive_policy(value, f"Invalid value for maxReceiveCount: {doc['maxReceiveCount']}, "
+                                                   f"valid values are from 1 to {MAX_RECEIVE_COUNT} both inclusive.")
     if not isinstance(doc["deadLetterTargetArn"], str):
-        raise errors.invalid_attribute_value("Value for parameter RedrivePolicy is invalid. "
-                                             "Reason: deadLetterTargetArn must be an ARN.")
-    return {"deadLetterTargetArn": doc["deadLetterTargetArn"], "maxReceiveCount": count}
+        raise errors.invalid_redrive_policy(value, "Invalid value for deadLetterTargetArn.")
+    return {"deadLetterTargetArn": doc["deadLetterTargetArn"], "maxReceiveCount": count, "text": value}
 
 
 def redrive_allow_policy(value: str) -> dict[str, Any]:

@@ -37,7 +37,7 @@ def _simple(kind: str) -> str:
 
 def invalid_value(value: Any, parameter: str, reason: str | None = None) -> SqsError:
     """SQS's wording of a parameter's value it refuses: "Value V for parameter P is invalid. Reason: R"."""
-    text = f"Value {str(value)[:256]} for parameter {parameter} is invalid."
+    text = f"Value {str(value)[:1024]} for parameter {parameter} is invalid."
     return invalid_parameter(f"{text} Reason: {reason}" if reason else text)
 
 
@@ -92,6 +92,10 @@ def missing_parameter(name: str) -> SqsError:
 def missing_in_batch(name: str) -> SqsError:
     """A batch's entry that lacks what the queue needs: the same words, answered as an invalid value."""
     return invalid_parameter(f"The request must contain the parameter {name}.")
+
+
+def invalid_redrive_policy(policy: str, reason: str) -> SqsError:
+    return invalid_value(policy, "RedrivePolicy", reason)
 
 
 def out_of_range(value: Any, parameter: str, least: int, most: int) -> SqsError:
@@ -190,7 +194,7 @@ def receipt_expired(handle: str) -> SqsError:
 
 def message_gone(handle: str) -> SqsError:
     """ChangeMessageVisibility of a message deleted (or otherwise no longer in the queue)."""
-    return invalid_value(handle[:200], "ReceiptHandle",
+    return invalid_value(handle, "ReceiptHandle",
                          "Message does not exist or is not available for visibility timeout change.")
 
 

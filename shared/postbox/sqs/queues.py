@@ -95,19 +95,21 @@ def _redrive_changes(conn: psycopg.Connection, principal: Principal, name: str, 
     """RedrivePolicy as the Postbox queue's own settings: its dead-letter queue and max_reads."""
     if policy is None:
         return {"dead_letter_queue": None, "max_reads": None}
-    target = identity.name_from_arn(principal.tenant_id, policy["deadLetterTargetArn"], "RedrivePolicy")
+    text = policy["text"]
     try:
+        target = identity.name_from_arn(principal.tenant_id, policy["deadLetterTargetArn"], "RedrivePolicy")
         dlq = find(conn, principal, target)
-    except errors.SqsError:
-        raise errors.invalid_parameter("Value for parameter RedrivePolicy is invalid. Reason: Dead letter target "
-                                       "does not exist.") from None
+    except errors.SqsError as error:
+        if error.kind != "QueueDoesNotExist":
+            raise
+        raise errors.invalid_redrive_policy(text, "Dead letter target does not exist.") from None
     if dlq.fifo != fifo:
-        raise errors.invalid_parameter("Value for parameter RedrivePolicy is invalid. Reason: the dead-letter queue "
-                                       "of a FIFO queue must be a FIFO queue, and of a standard queue a standard one.")
+        raise errors.invalid_redrive_policy(text, "The dead-letter queue of a FIFO queue must also be a FIFO queue, "
+                                                  "and of a standard queue a standard queue.")
     if not attributes.allows_source(dlq.attributes.get("RedriveAllowPolicy"), identity.queue_arn(
             principal.tenant_id, name)):
-        raise errors.invalid_parameter("Value for parameter RedrivePolicy is invalid. Reason: the dead-letter "
-                                       "queue's RedriveAllowPolicy does not allow this queue.")
+        raise errors.invalid_redrive_policy(text, "The dead-letter queue's RedriveAllowPolicy does not allow this "
+                                                  "queue.")
     return {"dead_letter_queue": target, "max_reads": policy["maxReceiveCount"]}
 
 
