@@ -1,16 +1,11 @@
 """What SQS leaves out of an answer when it is empty, read raw in both protocols: a list or a map with
 nothing in it is not written (ListQueues with no queues, a batch with no failures, a queue no queue
-names as its dead-letter queue, a receive with no message), and an empty result is `<…Result/>`."""
+names as its dead-letter queue, a receive with no message), and an empty result is `<…Result/>`.
+(The AWS CLI's view of it is in test_sqs_awscli.)"""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import sys
-from pathlib import Path
-
-from sqs_clients import REGION, signed
+from sqs_clients import signed
 
 
 def both_raw(client, action: str, body: dict) -> tuple[dict, str]:
@@ -57,17 +52,3 @@ def test_empty_lists_are_left_out_in_both_protocols(both):
     doc = signed(client.gateway_url, client.credential, target="ListMessageMoveTasks", body={"SourceArn": arn}).json()
     assert doc == {}
 
-
-def test_the_cli_prints_nothing_for_an_empty_list(gateway, mint, tmp_path):
-    """`aws sqs list-queues` on an account with no queues prints nothing, as against SQS."""
-    cli = shutil.which("aws", path=str(Path(sys.executable).parent)) or shutil.which("aws")
-    if cli is None:
-        return  # the AWS CLI (in the dev extra) is not installed
-    credential = mint("manage")
-    env = {**os.environ, "AWS_ACCESS_KEY_ID": credential["access_key_id"],
-           "AWS_SECRET_ACCESS_KEY": credential["secret_access_key"], "AWS_DEFAULT_REGION": REGION,
-           "AWS_CONFIG_FILE": str(tmp_path / "config"), "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "credentials"),
-           "AWS_PAGER": ""}
-    done = subprocess.run([cli, "sqs", "list-queues", "--endpoint-url", f"{gateway.url}/sqs", "--output", "json"],
-                          env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and done.stdout.strip() == "", (done.stdout, done.stderr)
