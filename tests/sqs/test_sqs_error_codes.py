@@ -91,3 +91,25 @@ def test_the_query_endpoints_refuse_what_they_do_not_serve(both):
     unknown = signed(client.gateway_url, client.credential, form={"Action": "FooBar", "Version": "2012-11-05"})
     assert unknown.status_code == 400 and "<Code>InvalidAction</Code>" in unknown.text
     assert "<Message>The action FooBar is not valid for this endpoint.</Message>" in unknown.text
+
+
+def test_a_nul_outside_a_message_is_refused_never_a_500(both):
+    """A NUL PostgreSQL cannot store, in a parameter that holds no message text, is InvalidMessageContents
+    over both protocols; in a batch entry's body it fails that entry alone over Query, as SQS fails it."""
+    client = both[0]
+    url = client.create_queue(QueueName="nul")["QueueUrl"]
+    for action, params in (("SendMessage", {"QueueUrl": "a\x00b", "MessageBody": "x"}),
+                           ("TagQueue", {"QueueUrl": url, "Tag.1.Key": "k", "Tag.1.Value": "v\x00"}),
+                           ("CreateQueue", {"QueueName": "ok", "Attribute.1.Name": "Policy",
+                                            "Attribute.1.Value": "\x00"}),
+                           ("ListQueues", {"QueueNamePrefix": "\x00"})):
+        answer = signed(client.gateway_url, client.credential, form={"Action": action, **params})
+        assert answer.status_code == 400 and "<Code>InvalidMessageContents</Code>" in answer.text, answer.text
+    over_json = refusal(client.tag_queue, QueueUrl=url, Tags={"k": "v\x00"})
+    assert (over_json.code, over_json.status) == ("InvalidMessageContents", 400)
+    batch = signed(client.gateway_url, client.credential, form={
+        "Action": "SendMessageBatch", "QueueUrl": url, "SendMessageBatchRequestEntry.1.Id": "good",
+        "SendMessageBatchRequestEntry.1.MessageBody": "fine", "SendMessageBatchRequestEntry.2.Id": "nul",
+        "SendMessageBatchRequestEntry.2.MessageBody": "n\x00l"})
+    assert batch.status_code == 200 and "<Id>good</Id>" in batch.text
+    assert "<Id>nul</Id><SenderFault>true</SenderFault><Code>InvalidMessageContents</Code>" in batch.text

@@ -17,6 +17,9 @@ from .query_model import XML_NAMESPACE, service_model
 VERSION = "2012-11-05"
 MAX_PARAMETERS = 5000  # a full batch of ten entries, each with ten attributes, takes some 500
 _INDEX = re.compile(r"[1-9][0-9]{0,5}")
+# Where a NUL is SQS's to refuse as it refuses any character a message may not hold (a body, an
+# attribute's text): per batch entry, in SQS's words. Anywhere else it is refused before the action.
+_MESSAGE_TEXT = ("MessageBody", ".StringValue")
 _INTEGER = re.compile(r"-?[0-9]{1,18}")
 # What a text node cannot hold as it is: markup, and #xD (which XML parsers read as a line end);
 # XML 1.0 cannot carry the other control characters and lone surrogates at all. SQS also writes a
@@ -50,6 +53,9 @@ def read(*forms: bytes | str) -> tuple[str, dict[str, Any]]:
         raise errors.malformed(f"A request takes at most {MAX_PARAMETERS} parameters.") from None
     root = _Node()
     for key, value in pairs:
+        if "\x00" in key or ("\x00" in value and not key.endswith(_MESSAGE_TEXT)):
+            raise errors.invalid_contents(f"Invalid characters found: the parameter {key[:100]!r} must not contain "
+                                          "the NUL character (U+0000).")
         node = root
         for part in key.split("."):
             node = node.children.setdefault(part, _Node())
