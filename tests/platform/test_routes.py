@@ -50,7 +50,7 @@ def test_the_sqs_function_answers_each_of_its_rows_as_sqs(route):
     if route.method == "GET":
         assert "<ErrorResponse" in result["body"] and "MissingAuthenticationToken" in result["body"]
     else:
-        assert json.loads(result["body"])["__type"].endswith("#MissingParameter")
+        assert json.loads(result["body"])["__type"].endswith("#MissingRequiredParameterException")
         assert result["headers"]["x-amzn-query-error"] == "MissingParameter;Sender"
 
 

@@ -49,3 +49,21 @@ def any_sqs(request, gateway, mint, query_model_path):
         client = query_sqs_client(gateway.url, credential, query_model_path)
     client.protocol = request.param
     return client
+
+
+@pytest.fixture(scope="session")
+def query_data(query_model_path):
+    """The same botocore data path, by the name the error tests use."""
+    return query_model_path
+
+
+@pytest.fixture
+def both(gateway, mint, query_data):
+    """(boto3 speaking JSON, botocore speaking Query) of one fresh tenant, with one manage credential
+    (`credential` on each)."""
+    credential = mint("manage")
+    pair = sqs_client(gateway.url, credential), query_sqs_client(gateway.url, credential, query_data)
+    for one in pair:
+        one.credential = credential
+        one.gateway_url = gateway.url
+    return pair

@@ -92,8 +92,8 @@ def test_a_redrive_policy_sqs_cannot_read_is_an_invalid_parameter_value(any_sqs)
             ("{not json", "Redrive policy is not a dict or valid json."),
             (json.dumps({"deadLetterTargetArn": arn}), "Redrive policy does not contain mandatory attribute: "
                                                        "maxReceiveCount."),
-            (json.dumps({"MaxReceiveCount": "4", "DeadLetterTargetArn": arn}),
-             "Redrive policy does not contain mandatory attribute: deadLetterTargetArn."),
+            (json.dumps({"MaxReceiveCount": "4", "DeadLetterTargetArn": arn}),  # SQS looks for maxReceiveCount first
+             "Redrive policy does not contain mandatory attribute: maxReceiveCount."),
             (json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": 0}),
              "Invalid value for maxReceiveCount: 0, valid values are from 1 to 1000 both inclusive."),
             (json.dumps({"deadLetterTargetArn": arn, "maxReceiveCount": "1001"}),

@@ -79,3 +79,15 @@ def test_attribute_spellings_and_permissions_with_the_aws_cli(aws):
     aws("delete-queue", "--queue-url", url)
     assert "QueueDeletedRecently" in aws("create-queue", "--queue-name", "cli-attrs.fifo", "--attributes",
                                          "FifoQueue=true", ok=False)
+
+
+def test_the_cli_shows_what_sqs_answers(aws):
+    """An empty account's list-queues prints nothing, and a refusal is printed in SQS's words."""
+    assert aws("list-queues") == {}  # no output at all: SQS leaves the empty QueueUrls out
+    url = aws("create-queue", "--queue-name", "cli-words")["QueueUrl"]
+    refused = aws("receive-message", "--queue-url", url, "--max-number-of-messages", "11", ok=False)
+    assert ("An error occurred (InvalidParameterValue) when calling the ReceiveMessage operation: Value 11 for "
+            "parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided.") in refused
+    missing = aws("get-queue-url", "--queue-name", "nowhere", ok=False)
+    assert ("An error occurred (AWS.SimpleQueueService.NonExistentQueue) when calling the GetQueueUrl operation: "
+            "The specified queue does not exist.") in missing

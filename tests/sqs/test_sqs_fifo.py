@@ -26,7 +26,7 @@ def test_a_fifo_queue_and_its_attributes(sqs):
     assert code(error_of(sqs.create_queue, QueueName="implied.fifo")) == "InvalidParameterValue"
     assert code(error_of(sqs.create_queue, QueueName="nofifo", Attributes={"FifoQueue": "true"})) == \
         "InvalidParameterValue"
-    assert code(error_of(sqs.create_queue, QueueName="Upper.fifo", Attributes={"FifoQueue": "true"})) == \
+    assert code(error_of(sqs.create_queue, QueueName="dot.ted.fifo", Attributes={"FifoQueue": "true"})) == \
         "InvalidParameterValue"
 
 
@@ -96,7 +96,8 @@ def test_a_fifo_batch_with_an_entry_naming_no_group_or_no_deduplication_id_is_re
     good = {"Id": "good", "MessageBody": "a", "MessageGroupId": "g", "MessageDeduplicationId": "a"}
     e = error_of(sqs.send_message_batch, QueueUrl=url, Entries=[good, {"Id": "nogroup", "MessageBody": "b",
                                                                         "MessageDeduplicationId": "b"}])
-    assert code(e) == "MissingParameter" and e.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    assert code(e) == "InvalidParameterValue" and e.response["ResponseMetadata"]["HTTPStatusCode"] == 400
+    assert e.response["Error"]["Message"] == "The request must contain the parameter MessageGroupId."
     e = error_of(sqs.send_message_batch, QueueUrl=url, Entries=[good, {"Id": "nodedup", "MessageBody": "b",
                                                                         "MessageGroupId": "g"}])
     assert code(e) == "InvalidParameterValue" and "ContentBasedDeduplication" in e.response["Error"]["Message"]

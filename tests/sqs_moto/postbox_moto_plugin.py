@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 
 import boto3
 import httpx
@@ -56,24 +55,11 @@ def pytest_configure(config):
             pytest.exit(f"{name} is not set: run moto's SQS tests through tests/sqs_moto/test_moto_sqs_suite.py", 2)
     moto.core.models.ServerModeMockAWS.reset = lambda self: delete_every_queue()
     default_user_config["core"]["mock_credentials"] = False  # keep our credential, not moto's FOOBARKEY
-    uuid.uuid4 = lettered_uuid4  # before moto's test modules import it (some draw names at collection)
 
 
 def pytest_ignore_collect(collection_path, config):
     """Whole files excluded are not even imported (test_server.py needs Flask, moto's server)."""
     return True if excluded_file(collection_path.name) else None
-
-
-_uuid4 = uuid.uuid4
-
-
-def lettered_uuid4() -> uuid.UUID:
-    """A random uuid whose text starts with a letter: moto's tests name queues `str(uuid4())[0:6]`, and
-    a Postbox queue name starts with a letter (a name SQS allows but Postbox cannot keep is refused)."""
-    while True:
-        drawn = _uuid4()
-        if str(drawn)[0].isalpha():
-            return drawn
 
 
 def pytest_collection_modifyitems(session, config, items):

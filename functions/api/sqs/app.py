@@ -14,6 +14,7 @@ request and response objects: about 60 us a request, half of what the function s
 from __future__ import annotations
 
 import base64
+import json
 import re
 import uuid
 from typing import Any
@@ -41,6 +42,7 @@ XML_CONTENT_TYPE = "text/xml"  # the Query protocol's answers
 TARGET_PREFIX = "AmazonSQS."
 MOUNT = "/sqs"
 _QUERY_ACTION = re.compile(r"(?:^|&)Action=")
+SERVICE_ACTIONS = ("CreateQueue", "ListQueues")  # served at the endpoint, not at a queue's URL
 
 
 def _answer(status: int, content_type: str, body: str, request_id: str,
@@ -131,16 +133,36 @@ def _serve(event: dict[str, Any], method: str, headers: dict[str, str], query_st
         from . import query  # only Query requests pay for reading SQS's service model
 
         action, params = query.read(query_string, body)  # a POST's parameters may be in either
+        if target_queue is not None and action in SERVICE_ACTIONS:
+            raise errors.unknown_action(action)  # a queue's URL is no endpoint for these, as on SQS
         return _answer(200, XML_CONTENT_TYPE, query.answer(
             action, actions.run(action, principal, base, params, target_queue), request_id), request_id)
     try:
         params = inputs.parse_json(body) if body else {}
     except inputs.BadInput as bad:
         if bad.code == "invalid_text":  # a character SQS refuses in a body or an attribute (NUL, a lone surrogate)
-            raise errors.invalid_contents(f"Invalid characters found: {bad.reason}.") from None
+            raise _invalid_text(body, bad) from None
         raise errors.malformed(f"The request body is not valid JSON: {bad.reason}") from None
     action = amz_target[len(TARGET_PREFIX):]
     return _answer(200, CONTENT_TYPE, _json(actions.run(action, principal, base, params, target_queue)), request_id)
+
+
+def _invalid_text(body: bytes, bad: inputs.BadInput) -> errors.SqsError:
+    """SQS's answer to a character no message may hold (NUL, a lone surrogate), which the body parser
+    refuses before the action reads it: worded for the message body or the attribute it is in."""
+    try:
+        value: Any = json.loads(body)  # the parser refused the text, not the JSON: read it as it is
+        for part in bad.loc[1:]:
+            value = value[part]
+    except (ValueError, LookupError, TypeError):  # a member's name, not a value
+        value = None
+    character = next((c for c in value if c == "\x00" or "\ud800" <= c <= "\udfff"), "\x00") \
+        if isinstance(value, str) else "\x00"
+    if "MessageAttributes" in bad.loc[1:] and len(bad.loc) > bad.loc.index("MessageAttributes") + 1:
+        return errors.invalid_attribute_character(str(bad.loc[bad.loc.index("MessageAttributes") + 1]), character)
+    if bad.loc[-1] == "MessageBody":
+        return errors.invalid_character(character)
+    return errors.invalid_contents(f"Invalid characters found: {bad.reason}.")
 
 
 def serve(event: dict[str, Any]) -> dict[str, Any]:

@@ -17,11 +17,15 @@ from .query_model import XML_NAMESPACE, service_model
 VERSION = "2012-11-05"
 MAX_PARAMETERS = 5000  # a full batch of ten entries, each with ten attributes, takes some 500
 _INDEX = re.compile(r"[1-9][0-9]{0,5}")
+# Where a NUL is SQS's to refuse as it refuses any character a message may not hold (a body, an
+# attribute's text): per batch entry, in SQS's words. Anywhere else it is refused before the action.
+_MESSAGE_TEXT = ("MessageBody", ".StringValue")
 _INTEGER = re.compile(r"-?[0-9]{1,18}")
 # What a text node cannot hold as it is: markup, and #xD (which XML parsers read as a line end);
-# XML 1.0 cannot carry the other control characters and lone surrogates at all.
-_ESCAPED = re.compile("[&<>\r\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
-_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "\r": "&#xD;"}
+# XML 1.0 cannot carry the other control characters and lone surrogates at all. SQS also writes a
+# quotation mark as `&quot;` (a receipt handle's error quotes it), so the bytes are SQS's too.
+_ESCAPED = re.compile("[&<>\"\r\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "\r": "&#xD;"}
 
 
 class _Node:
@@ -49,6 +53,9 @@ def read(*forms: bytes | str) -> tuple[str, dict[str, Any]]:
         raise errors.malformed(f"A request takes at most {MAX_PARAMETERS} parameters.") from None
     root = _Node()
     for key, value in pairs:
+        if "\x00" in key or ("\x00" in value and not key.endswith(_MESSAGE_TEXT)):
+            raise errors.invalid_contents(f"Invalid characters found: the parameter {key[:100]!r} must not contain "
+                                          "the NUL character (U+0000).")
         node = root
         for part in key.split("."):
             node = node.children.setdefault(part, _Node())
@@ -57,7 +64,7 @@ def read(*forms: bytes | str) -> tuple[str, dict[str, Any]]:
         node.value = value
     action, version = (_envelope(root, name) for name in ("Action", "Version"))
     if not action:
-        raise errors.missing_parameter("Action")
+        raise errors.NoOperation()
     if version not in (None, VERSION):
         raise errors.invalid_parameter(f"Version {version[:40]} is not served; Postbox speaks SQS's {VERSION}.")
     model = service_model()
@@ -183,7 +190,9 @@ def answer(action: str, result: dict[str, Any], request_id: str) -> str:
     """SQS's XML answer to `action`, its result written by the action's output shape."""
     out = [f'<?xml version="1.0"?><{action}Response xmlns="{XML_NAMESPACE}">']
     shape = service_model().output_shape(action)
-    if shape is not None:
+    if shape is not None and not any(value is not None for value in result.values()):
+        out.append(f"<{action}Result/>")  # as SQS writes a result with nothing in it (an empty receive)
+    elif shape is not None:
         _element(out, shape, result, f"{action}Result")
     out.append(f"<ResponseMetadata><RequestId>{_escape(request_id)}</RequestId></ResponseMetadata>"
                f"</{action}Response>")
@@ -191,10 +200,12 @@ def answer(action: str, result: dict[str, Any], request_id: str) -> str:
 
 
 def failure(error: errors.SqsError, request_id: str) -> str:
-    """SQS's XML error: its Query code and whose fault it is."""
+    """SQS's XML error: its Query code, whose fault it is and the Query protocol's wording."""
+    if isinstance(error, errors.NoOperation):
+        return "<UnknownOperationException/>"
     return (f'<?xml version="1.0"?><ErrorResponse xmlns="{XML_NAMESPACE}"><Error>'
             f"<Type>{error.fault}</Type><Code>{_escape(error.query_code)}</Code>"
-            f"<Message>{_escape(error.message)}</Message><Detail/></Error>"
+            f"<Message>{_escape(error.query_message)}</Message><Detail/></Error>"
             f"<RequestId>{_escape(request_id)}</RequestId></ErrorResponse>")
 
 

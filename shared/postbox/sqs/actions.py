@@ -118,7 +118,14 @@ def run(action: str, principal: Principal, base: str, params: Any, target_queue:
         raise errors.malformed("The request body must be a JSON object.")
     allowed, serve = found
     _check_fields(action, params, allowed)
-    return serve(Call(principal, base, params, target_queue))
+    return without_empty(serve(Call(principal, base, params, target_queue)))
+
+
+def without_empty(answer: dict[str, Any]) -> dict[str, Any]:
+    """An answer as SQS writes it in both protocols: a list or a map with nothing in it is left out,
+    required by the model or not (ListQueues with no queues has no QueueUrls, a batch with no failures
+    no Failed), as the Query protocol's XML, which has no way to write one, always had it."""
+    return {k: v for k, v in answer.items() if v != [] and v != {}}
 
 
 def authenticate(request: sigv4.Request, now: datetime | None = None) -> Principal:

@@ -40,8 +40,7 @@ ONE_SSE = ("You can use one type of server-side encryption (SSE) at one time. Yo
 def _integer(name: str, value: str, least: int, most: int) -> int:
     number = int(value) if _INTEGER.fullmatch(value) else None
     if number is None or not least <= number <= most:
-        raise errors.invalid_attribute_value(f"Invalid value for the parameter {name}. Reason: it must be an "
-                                             f"integer from {least} to {most}.")
+        raise errors.attribute_value(name)  # SQS says no more (its limits are documented)
     return number
 
 
@@ -63,7 +62,7 @@ def check(given: dict[str, Any], *, fifo: bool, creating: bool,
     out: dict[str, Any] = {}
     for name, value in given.items():
         if name not in SETTABLE:
-            raise errors.invalid_attribute_name(f"Unknown Attribute {str(name)[:100]}.")
+            raise errors.unknown_attribute(name)
         if not isinstance(value, str):
             raise errors.invalid_attribute_value(f"Invalid value for the parameter {name}: a string is expected.")
         if name == "FifoQueue":
@@ -143,8 +142,8 @@ def _bad_redrive(value: str, reason: str) -> errors.SqsError:
 
 
 def redrive_policy(value: str) -> dict[str, Any] | None:
-    """{deadLetterTargetArn, maxReceiveCount} from its JSON text, maxReceiveCount a number or a
-    string of one (as SQS takes both); None for `""` (no redrive). Other keys are not read."""
+    """{deadLetterTargetArn, maxReceiveCount, text: the policy as given} from its JSON text; None for
+    `""` (no redrive). SQS answers a policy it refuses as an invalid value of the parameter, quoting it."""
     if value == "":
         return None
     try:
@@ -152,19 +151,23 @@ def redrive_policy(value: str) -> dict[str, Any] | None:
     except ValueError:
         doc = None
     if not isinstance(doc, dict):
-        raise _bad_redrive(value, "Redrive policy is not a dict or valid json.")
-    for key in ("deadLetterTargetArn", "maxReceiveCount"):
-        if key not in doc:
-            raise _bad_redrive(value, f"Redrive policy does not contain mandatory attribute: {key}.")
+        raise errors.invalid_redrive_policy(value, "Redrive policy is not a dict or valid json.")
+    for name in ("maxReceiveCount", "deadLetterTargetArn"):  # in the order SQS checks them
+        if name not in doc:
+            raise errors.invalid_redrive_policy(value, f"Redrive policy does not contain mandatory attribute: {name}.")
+    for name in set(doc) - {"deadLetterTargetArn", "maxReceiveCount"}:
+        raise errors.invalid_redrive_policy(value, f"Redrive policy contains an unknown attribute: {name}.")
     count = doc["maxReceiveCount"]
     if isinstance(count, str) and _INTEGER.fullmatch(count):
         count = int(count)
-    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_RECEIVE_COUNT:
-        raise _bad_redrive(value, f"Invalid value for maxReceiveCount: {doc['maxReceiveCount']}, valid values are "
-                                  f"from 1 to {MAX_RECEIVE_COUNT} both inclusive.")
+    if isinstance(count, bool) or not isinstance(count, int):
+        count = None
+    if count is None or not 1 <= count <= MAX_RECEIVE_COUNT:
+        raise errors.invalid_redrive_policy(value, f"Invalid value for maxReceiveCount: {doc['maxReceiveCount']}, "
+                                                   f"valid values are from 1 to {MAX_RECEIVE_COUNT} both inclusive.")
     if not isinstance(doc["deadLetterTargetArn"], str):
-        raise _bad_redrive(value, "Invalid value for deadLetterTargetArn.")
-    return {"deadLetterTargetArn": doc["deadLetterTargetArn"], "maxReceiveCount": count}
+        raise errors.invalid_redrive_policy(value, "Invalid value for deadLetterTargetArn.")
+    return {"deadLetterTargetArn": doc["deadLetterTargetArn"], "maxReceiveCount": count, "text": value}
 
 
 def redrive_allow_policy(value: str) -> dict[str, Any]:

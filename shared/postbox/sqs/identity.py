@@ -7,10 +7,13 @@ The account id is derived from the tenant id, so it needs no table and is the sa
 from __future__ import annotations
 
 import functools
+import re
 import uuid
 
 from .. import config
 from . import errors
+
+_ACCOUNT = re.compile(r"[0-9]{12}")
 
 
 @functools.lru_cache(maxsize=4096)
@@ -34,12 +37,16 @@ def queue_arn(tenant_id: str, name: str) -> str:
 def name_from_url(tenant_id: str, url: object) -> str:
     """The queue a QueueUrl names; another account's URL (another tenant's) names no queue of ours,
     which is answered as a queue that does not exist. A bare queue name is the caller's queue of that
-    name, as SQS takes it."""
+    name, as SQS takes it. A URL whose account part is no account id is not a queue's address
+    (InvalidAddress, as SQS answers); one with no path at all names no queue."""
     if not isinstance(url, str) or not url:
         raise errors.missing_parameter("QueueUrl")
     if "/" not in url:
         return url
     parts = url.rstrip("/").split("/")
+    path = parts[3:] if url.startswith(("http://", "https://")) else parts
+    if len(path) >= 2 and not _ACCOUNT.fullmatch(path[-2]):
+        raise errors.invalid_address(url)
     if len(parts) < 2 or parts[-2] != account_id(tenant_id) or not parts[-1]:
         raise errors.no_queue()
     return parts[-1]

@@ -79,15 +79,12 @@ def _text(value: Any, parameter: str) -> str:
 
 
 def check_body(body: Any) -> str:
-    if body is None:
+    if body is None or body == "":  # SQS takes an empty body for none
         raise errors.missing_parameter("MessageBody")
     body = _text(body, "MessageBody")
-    if not body:
-        raise errors.invalid_parameter("The request must contain the parameter MessageBody.")
     bad = _BAD_TEXT.search(body)
     if bad:
-        raise errors.invalid_contents(f"Invalid characters found. Deleted message body: the character "
-                                      f"#x{ord(bad.group()):X} is not allowed.")
+        raise errors.invalid_character(bad.group())
     return body
 
 
@@ -135,6 +132,8 @@ def check_attributes(given: Any, *, system: bool = False) -> tuple[dict[str, dic
                 blob = base64.b64decode(raw, validate=True) if isinstance(raw, str) else None
             except (binascii.Error, ValueError):
                 blob = None
+            if raw == "" or blob == b"":
+                raise errors.empty_attribute_value(name, kind.split(".")[0])
             if not blob:
                 raise errors.invalid_parameter(f"The message attribute '{name}' with type 'Binary' must use field "
                                                "'Binary'.")
@@ -142,11 +141,14 @@ def check_attributes(given: Any, *, system: bool = False) -> tuple[dict[str, dic
             size += len(blob)
         else:
             text = value.get("StringValue")
-            if not isinstance(text, str) or text == "" or "BinaryValue" in value:
+            if text == "":
+                raise errors.empty_attribute_value(name, kind.split(".")[0])
+            if not isinstance(text, str) or "BinaryValue" in value:
                 raise errors.invalid_parameter(f"The message attribute '{name}' with type '{kind.split('.')[0]}' "
                                                "must use field 'String'.")
-            if _BAD_TEXT.search(text):
-                raise errors.invalid_contents(f"Invalid characters found in the message attribute '{name}'.")
+            bad = _BAD_TEXT.search(text)
+            if bad:  # SQS answers InvalidParameterValue here, not the body's InvalidMessageContents
+                raise errors.invalid_attribute_character(name, bad.group())
             if kind.startswith("Number"):
                 _check_number(name, text)
             out[name] = {"DataType": kind, "StringValue": text}
@@ -181,19 +183,18 @@ def integer_parameter(value: Any, parameter: str, least: int, most: int) -> int 
     if value is None:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or not least <= value <= most:
-        raise errors.invalid_parameter(f"Value {str(value)[:40]} for parameter {parameter} is invalid. Reason: "
-                                       f"it must be an integer from {least} to {most}.")
+        raise errors.out_of_range(value, parameter, least, most)
     return value
 
 
-def fifo_ids_given(queue: SqsQueue, entry: dict[str, Any]) -> None:
+def fifo_ids_given(queue: SqsQueue, entry: dict[str, Any], *, in_batch: bool = False) -> None:
     """A FIFO message names its group, and its deduplication id unless the queue derives it from the
-    body. SQS refuses a whole batch over an entry that does not (not that entry alone)."""
+    body. SQS refuses a whole batch over an entry that does not (not that entry alone), and words the
+    missing group as an invalid value there, as a missing parameter in SendMessage."""
     if entry.get("MessageGroupId") is None:
-        raise errors.missing_parameter("MessageGroupId")
+        raise errors.missing_in_batch("MessageGroupId") if in_batch else errors.missing_parameter("MessageGroupId")
     if entry.get("MessageDeduplicationId") is None and queue.setting("ContentBasedDeduplication") != "true":
-        raise errors.invalid_parameter("The queue should either have ContentBasedDeduplication enabled or "
-                                       "MessageDeduplicationId provided explicitly")
+        raise errors.no_deduplication_id()
 
 
 def outgoing(queue: SqsQueue, principal: Principal, entry: dict[str, Any]) -> Outgoing:
@@ -207,26 +208,23 @@ def outgoing(queue: SqsQueue, principal: Principal, entry: dict[str, Any]) -> Ou
     sqs: dict[str, Any] = {"s": principal.key_id}
     if queue.fifo:
         if delay:  # 0 is taken and changes nothing (SQS's answer): the queue's delay applies
-            raise errors.invalid_parameter(f"Value {delay} for parameter DelaySeconds is invalid. Reason: The request "
-                                           "include parameter that is not valid for this queue type.")
+            raise errors.not_for_queue_type(delay, "DelaySeconds")
         fifo_ids_given(queue, entry)
         if dedup is None:
             dedup = hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()
         for value, parameter in ((group, "MessageGroupId"), (dedup, "MessageDeduplicationId")):
             if not isinstance(value, str) or not _GROUP.fullmatch(value):
-                raise errors.invalid_parameter(f"Value {str(value)[:128]} for parameter {parameter} is invalid. "
-                                               "Reason: 1-128 printable ASCII characters without spaces.")
+                raise errors.fifo_id(value, parameter)
         sqs["g"], sqs["d"] = group, dedup
         # By message group: the group, a space (in neither id) and the id, so no two pairs meet.
         key = f"{group} {dedup}" if queue.setting("DeduplicationScope") == "messageGroup" else dedup
     else:
         if dedup is not None:
-            raise errors.invalid_parameter("Value for parameter MessageDeduplicationId is invalid. Reason: The request "
-                                           "include parameter that is not valid for this queue type.")
+            raise errors.not_for_queue_type(dedup, "MessageDeduplicationId")
         key = None
         if group is not None:  # SQS's fair queues: a standard queue keeps the group, and orders nothing by it
             if not isinstance(group, str) or not _GROUP.fullmatch(group):
-                raise errors.invalid_parameter("Value for parameter MessageGroupId is invalid.")
+                raise errors.fifo_id(group, "MessageGroupId")
             sqs["fg"] = group
     if attrs:
         sqs["a"] = attrs
@@ -237,12 +235,11 @@ def outgoing(queue: SqsQueue, principal: Principal, entry: dict[str, Any]) -> Ou
     return Outgoing(body, attrs, system, float(delay), {"sqs": sqs}, size, key)
 
 
-def within_size(queue: SqsQueue, m: Outgoing) -> Outgoing:
+def within_size(queue: SqsQueue, m: Outgoing, *, in_batch: bool = False) -> Outgoing:
     """The message, when it fits the queue's MaximumMessageSize (a batch's total is checked first)."""
     limit = queue.max_message_size
     if m.size > limit:
-        raise errors.invalid_parameter(f"One or more parameters are invalid. Reason: Message must be shorter than "
-                                       f"{limit} bytes.")
+        raise errors.message_too_long(limit, in_batch=in_batch)
     return m
 
 
@@ -334,7 +331,7 @@ def send_batch(principal: Principal, name: str, entries: Any) -> dict[str, Any]:
     entries = check_entries(entries, "SendMessageBatchRequestEntry")
     queue = meta(principal, name)
     for entry in entries if queue.fifo else ():
-        fifo_ids_given(queue, entry)
+        fifo_ids_given(queue, entry, in_batch=True)
     built: list[tuple[str, Outgoing]] = []
     failed = []
     for entry in entries:
@@ -348,7 +345,7 @@ def send_batch(principal: Principal, name: str, entries: Any) -> dict[str, Any]:
     good: list[tuple[str, Outgoing]] = []
     for entry_id, m in built:
         try:
-            good.append((entry_id, within_size(queue, m)))
+            good.append((entry_id, within_size(queue, m, in_batch=True)))
         except errors.SqsError as error:
             failed.append(_failure(entry_id, error))
     done = []
@@ -401,7 +398,7 @@ def _wanted_system(request: dict[str, Any]) -> set[str]:
         _names(request.get("MessageSystemAttributeNames"), "MessageSystemAttributeNames"))
     for name in asked:
         if name != "All" and name not in SYSTEM_NAMES and name not in attributes.ALL:
-            raise errors.invalid_attribute_name(f"Unknown Attribute {name[:100]}.")
+            raise errors.unknown_attribute(name)
     return set(SYSTEM_NAMES) if "All" in asked else asked & set(SYSTEM_NAMES)
 
 
@@ -486,7 +483,7 @@ def receive(principal: Principal, name: str, request: dict[str, Any]) -> dict[st
     wait = integer_parameter(request.get("WaitTimeSeconds"), "WaitTimeSeconds", 0, MAX_WAIT_SECONDS)
     attempt_id = request.get("ReceiveRequestAttemptId")
     if attempt_id is not None and (not isinstance(attempt_id, str) or not _GROUP.fullmatch(attempt_id)):
-        raise errors.invalid_parameter("Value for parameter ReceiveRequestAttemptId is invalid.")
+        raise errors.fifo_id(attempt_id, "ReceiveRequestAttemptId")
     system, wanted = _wanted_system(request), _wanted_attributes(request)
     queue = meta(principal, name)
     if wait is None:
@@ -551,12 +548,16 @@ def _outcome(result: str, handle: str) -> errors.SqsError | None:
         return None
     if result == "not_in_flight":
         return errors.not_in_flight()
+    if result == "gone":
+        return errors.message_gone(handle)
     return errors.receipt_expired(handle)
 
 
 def _visibility(value: Any) -> int:
     if value is None:
         raise errors.missing_parameter("VisibilityTimeout")
+    if isinstance(value, int) and not isinstance(value, bool) and value > MAX_VISIBILITY:
+        raise errors.visibility_beyond_limit(value, MAX_VISIBILITY)
     return integer_parameter(value, "VisibilityTimeout", 0, MAX_VISIBILITY)  # type: ignore[return-value]
 
 

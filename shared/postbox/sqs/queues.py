@@ -1,7 +1,6 @@
 """SQS's queue actions on Postbox queues: create, find, list, delete, purge, attributes, tags and
-the dead-letter sources. Names are SQS's where Postbox can keep them: a standard queue's name is a
-Postbox queue name, a FIFO queue's is one followed by `.fifo`; any other name SQS allows is refused
-here with the reason."""
+the dead-letter sources. Names are SQS's (a FIFO queue's ends in `.fifo`): a queue made through SQS
+is a Postbox queue of that name, which the queues API lists and serves like its own."""
 
 from __future__ import annotations
 
@@ -13,7 +12,7 @@ from typing import Any
 
 import psycopg
 
-from .. import db, names, tenancy
+from .. import db, tenancy
 from ..errors import Conflict, Invalid, LimitExceeded, NotFound
 from ..queues import engine, settings
 from ..queues.catalog import scope
@@ -49,23 +48,20 @@ class SqsQueue:
 
 
 def check_name(name: object, fifo: bool) -> str:
-    """A name SQS allows and Postbox can keep, or SQS's error saying which rule it breaks (an empty
-    name is given, and too short: InvalidParameterValue, as SQS answers)."""
+    """A name SQS allows: 1-80 letters, digits, `-` or `_`, a FIFO queue's ending in `.fifo` (within
+    the 80), or SQS's error saying which rule it breaks (an empty name is given, and too short:
+    InvalidParameterValue, as SQS answers). The queues API's own rule for the names it makes is
+    narrower; it sees and serves a queue of any name SQS made."""
     if not isinstance(name, str):
         raise errors.missing_parameter("QueueName")
     base = name[:-5] if name.endswith(".fifo") else name
     if not _SQS_NAME.fullmatch(base) or len(name) > 80:
-        raise errors.invalid_parameter("Can only include alphanumeric characters, hyphens, or underscores. "
-                                       "1 to 80 in length")
+        raise errors.invalid_queue_name()
     if name.endswith(".fifo") != fifo:  # a .fifo name is a FIFO queue's only, made with FifoQueue true
         raise errors.invalid_parameter("The name of a FIFO queue can only include alphanumeric characters, hyphens, "
                                        "or underscores, must end with .fifo suffix and be 1 to 80 in length."
                                        if fifo else "Can only include alphanumeric characters, hyphens, or "
                                        "underscores. 1 to 80 in length")
-    if not names.QUEUE.ok(base):
-        raise errors.invalid_parameter(
-            f"Postbox cannot keep the queue name {name[:80]!r}: a Postbox queue name is {names.QUEUE.says}"
-            + (", followed by .fifo for a FIFO queue" if fifo else "") + ".")
     return name
 
 
@@ -99,19 +95,21 @@ def _redrive_changes(conn: psycopg.Connection, principal: Principal, name: str, 
     """RedrivePolicy as the Postbox queue's own settings: its dead-letter queue and max_reads."""
     if policy is None:
         return {"dead_letter_queue": None, "max_reads": None}
-    target = identity.name_from_arn(principal.tenant_id, policy["deadLetterTargetArn"], "RedrivePolicy")
+    text = policy["text"]
     try:
+        target = identity.name_from_arn(principal.tenant_id, policy["deadLetterTargetArn"], "RedrivePolicy")
         dlq = find(conn, principal, target)
-    except errors.SqsError:
-        raise errors.invalid_parameter("Value for parameter RedrivePolicy is invalid. Reason: Dead letter target "
-                                       "does not exist.") from None
+    except errors.SqsError as error:
+        if error.kind != "QueueDoesNotExist":
+            raise
+        raise errors.invalid_redrive_policy(text, "Dead letter target does not exist.") from None
     if dlq.fifo != fifo:
-        raise errors.invalid_parameter("Value for parameter RedrivePolicy is invalid. Reason: the dead-letter queue "
-                                       "of a FIFO queue must be a FIFO queue, and of a standard queue a standard one.")
+        raise errors.invalid_redrive_policy(text, "The dead-letter queue of a FIFO queue must also be a FIFO queue, "
+                                                  "and of a standard queue a standard queue.")
     if not attributes.allows_source(dlq.attributes.get("RedriveAllowPolicy"), identity.queue_arn(
             principal.tenant_id, name)):
-        raise errors.invalid_parameter("Value for parameter RedrivePolicy is invalid. Reason: the dead-letter "
-                                       "queue's RedriveAllowPolicy does not allow this queue.")
+        raise errors.invalid_redrive_policy(text, "The dead-letter queue's RedriveAllowPolicy does not allow this "
+                                                  "queue.")
     return {"dead_letter_queue": target, "max_reads": policy["maxReceiveCount"]}
 
 
@@ -187,8 +185,7 @@ def create(principal: Principal, base: str, name: Any, attrs: dict[str, Any], ta
         if existing is not None:
             differing = "FifoQueue" if existing.fifo != fifo else _differing(conn, principal, existing, attrs, checked)
             if differing:
-                raise errors.queue_exists("A queue already exists with the same name and a different value for "
-                                          f"attribute {differing}")
+                raise errors.queue_exists_with(differing)
             return {"QueueUrl": identity.queue_url(base, principal.tenant_id, name)}
         if _deleted_recently(conn, principal, name):
             raise errors.deleted_recently()
@@ -299,7 +296,7 @@ def get_attributes(principal: Principal, name: str, wanted: Any) -> dict[str, An
         raise errors.invalid_parameter("AttributeNames must be a list of attribute names.")
     for w in wanted:
         if w != "All" and w not in attributes.ALL:
-            raise errors.invalid_attribute_name(f"Unknown Attribute {w[:100]}.")
+            raise errors.unknown_attribute(w)
     with db.transaction() as conn:
         queue = find(conn, principal, name)
         names_wanted = [a for a in attributes.ALL if "All" in wanted or a in wanted]
