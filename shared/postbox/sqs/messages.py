@@ -510,16 +510,28 @@ def receive(principal: Principal, name: str, request: dict[str, Any]) -> dict[st
 def delete(principal: Principal, name: str, handle: Any) -> dict[str, Any]:
     tenancy.require(principal, "write")
     queue = meta(principal, name)
-    msg_id, _ = read_receipt(handle, queue.id)
-    _in_sqs_terms(lambda: _delete(principal, name, [msg_id]))
+    receipt_read = read_receipt(handle, queue.id)
+    (done,) = _in_sqs_terms(lambda: _delete(principal, name, queue, [receipt_read]))
+    if not done:
+        raise errors.receipt_expired(handle)
     return {}
 
 
-def _delete(principal: Principal, name: str, ids: list[int]) -> list[int]:
+def _delete(principal: Principal, name: str, queue: SqsQueue, receipts: list[tuple[int, int]]) -> list[bool]:
+    """Whether each (message id, read count) of a receipt was deleted (or was gone already). A
+    standard queue deletes by any receipt of the message; a FIFO queue only by the receipt of the
+    receive that still holds it (sqs_fifo_delete), as SQS has each."""
     with db.connection() as conn, db.domain_errors():
-        return conn.execute("SELECT queue_delete(%s, %s, %s, %s::bigint[])",
-                            (principal.tenant_id, tenancy.project_id(principal), name,
-                             engine.int_array(ids))).fetchone()[0]
+        if not queue.fifo:
+            conn.execute("SELECT queue_delete(%s, %s, %s, %s::bigint[])",
+                         (principal.tenant_id, tenancy.project_id(principal), name,
+                          engine.int_array([r[0] for r in receipts])))
+            return [True] * len(receipts)
+        outcomes = conn.execute("SELECT sqs_fifo_delete(%s, %s, %s, %s::bigint[], %s::int[])",
+                                (principal.tenant_id, tenancy.project_id(principal), name,
+                                 engine.int_array([r[0] for r in receipts]),
+                                 engine.int_array([r[1] for r in receipts]))).fetchone()[0]
+    return [outcome == "ok" for outcome in outcomes]
 
 
 def delete_batch(principal: Principal, name: str, entries: Any) -> dict[str, Any]:
@@ -529,12 +541,18 @@ def delete_batch(principal: Principal, name: str, entries: Any) -> dict[str, Any
     good, failed = [], []
     for entry in entries:
         try:
-            good.append((entry["Id"], read_receipt(entry.get("ReceiptHandle"), queue.id)[0]))
+            good.append((entry, read_receipt(entry.get("ReceiptHandle"), queue.id)))
         except errors.SqsError as error:
             failed.append(_failure(entry["Id"], error))
+    done = []
     if good:
-        _in_sqs_terms(lambda: _delete(principal, name, [m for _, m in good]))
-    return {"Successful": [{"Id": entry_id} for entry_id, _ in good], "Failed": failed}
+        outcomes = _in_sqs_terms(lambda: _delete(principal, name, queue, [r for _, r in good]))
+        for (entry, _), deleted in zip(good, outcomes, strict=True):
+            if deleted:
+                done.append({"Id": entry["Id"]})
+            else:
+                failed.append(_failure(entry["Id"], errors.receipt_expired(entry["ReceiptHandle"])))
+    return {"Successful": done, "Failed": failed}
 
 
 def _change(principal: Principal, name: str, changes: list[tuple[int, int, int]]) -> list[str]:
