@@ -127,12 +127,14 @@ def _serve(event: dict[str, Any], method: str, headers: dict[str, str], query_st
         target_queue = target["queue"]
     scheme = headers.get("x-forwarded-proto", "http").split(",")[0].strip()
     base = f"{scheme}://{headers.get('host', 'localhost')}{MOUNT}"
+    trace = headers.get("x-amzn-trace-id")
     if speaks_query:
         from . import query  # only Query requests pay for reading SQS's service model
 
         action, params = query.read(query_string, body)  # a POST's parameters may be in either
         return _answer(200, XML_CONTENT_TYPE, query.answer(
-            action, actions.run(action, principal, base, params, target_queue), request_id), request_id)
+            action, actions.run(action, principal, base, params, target_queue, trace_header=trace, query=True),
+            request_id), request_id)
     try:
         params = inputs.parse_json(body) if body else {}
     except inputs.BadInput as bad:
@@ -140,7 +142,8 @@ def _serve(event: dict[str, Any], method: str, headers: dict[str, str], query_st
             raise errors.invalid_contents(f"Invalid characters found: {bad.reason}.") from None
         raise errors.malformed(f"The request body is not valid JSON: {bad.reason}") from None
     action = amz_target[len(TARGET_PREFIX):]
-    return _answer(200, CONTENT_TYPE, _json(actions.run(action, principal, base, params, target_queue)), request_id)
+    return _answer(200, CONTENT_TYPE, _json(actions.run(action, principal, base, params, target_queue,
+                                                        trace_header=trace)), request_id)
 
 
 def serve(event: dict[str, Any]) -> dict[str, Any]:

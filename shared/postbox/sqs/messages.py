@@ -25,7 +25,7 @@ from .. import db, jsoncodec, tenancy, wait_slots, wakeup
 from ..errors import LimitExceeded, NotFound, TooLarge
 from ..queues import consumers, engine
 from ..tenancy import Principal
-from . import attributes, digests, errors
+from . import attributes, digests, errors, identity
 from .queues import SqsQueue, find
 
 MAX_BATCH = 10
@@ -196,8 +196,10 @@ def fifo_ids_given(queue: SqsQueue, entry: dict[str, Any]) -> None:
                                        "MessageDeduplicationId provided explicitly")
 
 
-def outgoing(queue: SqsQueue, principal: Principal, entry: dict[str, Any]) -> Outgoing:
-    """One message to send, held to SQS's rules for its queue (FIFO or standard)."""
+def outgoing(queue: SqsQueue, principal: Principal, entry: dict[str, Any], trace: str | None = None) -> Outgoing:
+    """One message to send, held to SQS's rules for its queue (FIFO or standard). `trace` is the
+    request's X-Amzn-Trace-Id header: every message of the request carries it as its AWSTraceHeader,
+    unless the message names its own in MessageSystemAttributes (SQS's rule)."""
     body = check_body(entry.get("MessageBody"))
     attrs, attrs_size = check_attributes(entry.get("MessageAttributes"))
     system, _ = check_attributes(entry.get("MessageSystemAttributes"), system=True)
@@ -232,6 +234,8 @@ def outgoing(queue: SqsQueue, principal: Principal, entry: dict[str, Any]) -> Ou
         sqs["a"] = attrs
     if system:
         sqs["t"] = system["AWSTraceHeader"]["StringValue"]
+    elif trace:
+        sqs["t"] = trace
     if delay is None or queue.fifo:
         delay = queue.delay
     return Outgoing(body, attrs, system, float(delay), {"sqs": sqs}, size, key)
@@ -294,10 +298,10 @@ def _sent(m: Outgoing, msg_id: int, fifo: bool) -> dict[str, Any]:
     return out
 
 
-def send(principal: Principal, name: str, request: dict[str, Any]) -> dict[str, Any]:
+def send(principal: Principal, name: str, request: dict[str, Any], trace: str | None = None) -> dict[str, Any]:
     tenancy.require(principal, "write")
     queue = meta(principal, name)
-    m = within_size(queue, outgoing(queue, principal, request))
+    m = within_size(queue, outgoing(queue, principal, request, trace))
     ((msg_id, _),) = _in_sqs_terms(lambda: _send(principal, queue, name, [m]))
     return _sent(m, msg_id, queue.fifo)
 
@@ -326,7 +330,7 @@ def _failure(entry_id: str, error: errors.SqsError) -> dict[str, Any]:
             "Message": error.message}
 
 
-def send_batch(principal: Principal, name: str, entries: Any) -> dict[str, Any]:
+def send_batch(principal: Principal, name: str, entries: Any, trace: str | None = None) -> dict[str, Any]:
     """Every good entry is sent (one SQL call); each bad one is a failure of its own, as SQS answers.
     A batch longer than SQS allows is refused whole, counting every entry, even one too long alone, and
     so is a FIFO batch with an entry that names no group (or no deduplication id where one is needed)."""
@@ -339,7 +343,7 @@ def send_batch(principal: Principal, name: str, entries: Any) -> dict[str, Any]:
     failed = []
     for entry in entries:
         try:
-            built.append((entry["Id"], outgoing(queue, principal, entry)))
+            built.append((entry["Id"], outgoing(queue, principal, entry, trace)))
         except errors.SqsError as error:
             failed.append(_failure(entry["Id"], error))
     total = sum(m.size for _, m in built)
@@ -396,12 +400,16 @@ def _names(value: Any, parameter: str) -> list[str]:
     return value
 
 
-def _wanted_system(request: dict[str, Any]) -> set[str]:
-    asked = set(_names(request.get("AttributeNames"), "AttributeNames")) | set(
-        _names(request.get("MessageSystemAttributeNames"), "MessageSystemAttributeNames"))
-    for name in asked:
+def _wanted_system(request: dict[str, Any], query: bool) -> set[str]:
+    """The system attributes a receive asks for. It may name them in MessageSystemAttributeNames or
+    in the older AttributeNames; given both, SQS answers the first over JSON and the second over
+    Query (AttributeName.N), and so does this. Each list is checked whole."""
+    system = _names(request.get("MessageSystemAttributeNames"), "MessageSystemAttributeNames")
+    older = _names(request.get("AttributeNames"), "AttributeNames")
+    for name in (*system, *older):
         if name != "All" and name not in SYSTEM_NAMES and name not in attributes.ALL:
             raise errors.invalid_attribute_name(f"Unknown Attribute {name[:100]}.")
+    asked = set((older or system) if query else (system or older))
     return set(SYSTEM_NAMES) if "All" in asked else asked & set(SYSTEM_NAMES)
 
 
@@ -418,8 +426,9 @@ def _wanted_attributes(request: dict[str, Any]) -> Callable[[str], bool]:
 
 def _stored(headers: Any) -> dict[str, Any]:
     """What a send through SQS kept in the message's headers (`sqs`): sender, trace header, group,
-    deduplication id and attributes. Headers are the queues API's too, where a sender may write any
-    JSON under `sqs`: a part not of the shape SQS wrote is left out rather than answered."""
+    deduplication id, attributes, and the queue a dead letter came from. Headers are the queues API's
+    too, where a sender may write any JSON under `sqs`: a part not of the shape SQS wrote is left out
+    rather than answered."""
     sqs = headers.get("sqs") if isinstance(headers, dict) else None
     if not isinstance(sqs, dict):
         return {}
@@ -431,7 +440,7 @@ def _stored(headers: Any) -> dict[str, Any]:
     return kept
 
 
-_STORED_TEXTS = ("s", "t", "g", "d", "fg")
+_STORED_TEXTS = ("s", "t", "g", "d", "fg", "dq")
 
 
 def _stored_value(value: Any) -> bool:
@@ -463,6 +472,7 @@ def _received(queue: SqsQueue, principal: Principal, row: dict[str, Any], system
             "MessageDeduplicationId": sqs.get("d") if queue.fifo else None,
             "MessageGroupId": sqs.get("g") if queue.fifo else sqs.get("fg"),
             "SequenceNumber": sequence_number(row["id"]) if queue.fifo else None,
+            "DeadLetterQueueSourceArn": identity.queue_arn(principal.tenant_id, sqs["dq"]) if "dq" in sqs else None,
         }
         picked = {k: v for k, v in values.items() if k in system and v is not None}
         if picked:
@@ -474,7 +484,7 @@ def _received(queue: SqsQueue, principal: Principal, row: dict[str, Any], system
     return out
 
 
-def receive(principal: Principal, name: str, request: dict[str, Any]) -> dict[str, Any]:
+def receive(principal: Principal, name: str, request: dict[str, Any], query: bool = False) -> dict[str, Any]:
     """Up to MaxNumberOfMessages (1-10) messages, hidden for VisibilityTimeout (the queue's by
     default); with WaitTimeSeconds (or the queue's ReceiveMessageWaitTimeSeconds), a long poll on
     the shared wait until one arrives. On a FIFO queue, a ReceiveRequestAttemptId retried within
@@ -487,7 +497,7 @@ def receive(principal: Principal, name: str, request: dict[str, Any]) -> dict[st
     attempt_id = request.get("ReceiveRequestAttemptId")
     if attempt_id is not None and (not isinstance(attempt_id, str) or not _GROUP.fullmatch(attempt_id)):
         raise errors.invalid_parameter("Value for parameter ReceiveRequestAttemptId is invalid.")
-    system, wanted = _wanted_system(request), _wanted_attributes(request)
+    system, wanted = _wanted_system(request, query), _wanted_attributes(request)
     queue = meta(principal, name)
     if wait is None:
         wait = int(queue.setting("ReceiveMessageWaitTimeSeconds"))

@@ -19,11 +19,11 @@ $$;
 
 -- One batch of task p_task: up to p_limit of the source's visible messages, in id order, each to
 -- the destination or to the queue it was dead-lettered from (a message whose queue is gone stays).
--- A moved message is a new one there (a new id, sent now: its retention starts again), as SQS's
--- redrive makes it.
+-- A moved message is a new one there (a new id, sent now: its retention starts again; its receive
+-- count and the queue it was dead-lettered from left behind), as SQS's redrive makes it.
 -- Batches of one task take turns on the task's row; messages a receive holds are skipped, not
 -- waited for. Answers how many moved and whether the task is still running. A CANCELLING task
--- ends CANCELLED here; one whose destination is gone ends FAILED.
+-- ends CANCELLED here; one whose destination is gone ends FAILED, with SQS's reason.
 CREATE OR REPLACE FUNCTION sqs_move_batch(p_task uuid, p_limit int)
 RETURNS TABLE (moved int, active boolean) LANGUAGE plpgsql AS $$
 DECLARE
@@ -72,7 +72,9 @@ BEGIN
         RETURNING m.msg_id, m.message, m.headers, m.size, m.dead_from
     ), placed AS (
         INSERT INTO queue_messages (queue_id, vt, message, headers, size)  -- sent anew, as SQS's redrive has it
-        SELECT coalesce(t.destination_id, x.dead_from), clock_timestamp(), x.message, x.headers, x.size
+        SELECT coalesce(t.destination_id, x.dead_from), clock_timestamp(), x.message,
+               CASE WHEN jsonb_typeof(x.headers->'sqs') = 'object' THEN x.headers #- '{sqs,dq}' ELSE x.headers END,
+               x.size
         FROM taken x ORDER BY x.msg_id
         RETURNING queue_id
     )
