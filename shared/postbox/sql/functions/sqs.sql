@@ -99,12 +99,13 @@ $$;
 -- oldest message) up to the first of its messages that is not visible (in flight or delayed), so
 -- nothing of a group is handed out while an earlier message of it is in flight, and a group whose
 -- head is in flight is passed over whole.
--- The candidates are the first p_qty group heads in id order (no receive takes more groups than
--- messages), each locked as it is found: a head another receive holds is passed over (SKIP LOCKED),
--- so two receives never take the same group and never wait for each other. A group's run is locked
--- the same way and ends before the first message it could not lock. The candidates are served in the
--- order their heads became visible (vt, then id; a group back from a visibility timeout comes after
--- those that were waiting, as in SQS), each group's run whole before the next group's, up to p_qty
+-- The candidates are group heads found in id order, each locked as it is found: a head another
+-- receive holds is passed over (SKIP LOCKED), so two receives never take the same group and never
+-- wait for each other (a group's later messages are locked only by the receive holding its head, and
+-- its run ends before the first it cannot lock). Heads are taken until their runs hold p_qty
+-- messages, or p_qty heads (no receive takes more groups than messages). They are served in the
+-- order they became visible (vt, then id; a group back from a visibility timeout comes after those
+-- that were waiting, as in SQS), each group's run whole before the next group's, up to p_qty
 -- messages; rows come back in that order. Messages read max_reads times are dead-lettered instead
 -- (queue_dead_letter), as SQS moves a FIFO queue's: sent anew (the dead-letter queue's retention
 -- counts from the move) and, their deduplication id being the source queue's, deduplicated by their
@@ -116,56 +117,85 @@ RETURNS TABLE (r_msg_id bigint, r_read_ct int, r_enqueued_at float8, r_vt float8
 LANGUAGE plpgsql AS $$
 DECLARE
     v_now timestamptz := clock_timestamp();
+    v_heads_found refcursor;
     h record;
-    r record;
-    v_run bigint[];
-    v_reads int[];
-    v_left int;
+    c int;
+    v_at int;
+    v_order int[] := '{}';
+    v_heads bigint[] := '{}';        -- the candidates' heads, in the order found,
+    v_became timestamptz[] := '{}';  -- when each became visible,
+    v_from int[] := '{}';            -- and where its run starts in v_ids (runs one after another)
+    v_ids bigint[] := '{}';
+    v_reads int[] := '{}';
+    v_found int := 0;                -- live messages in the runs found
     v_n int;
+    v_run bigint[];
     v_locked bigint[];
     v_live bigint[] := '{}';
     v_dead bigint[] := '{}';
 BEGIN
-    FOR h IN
-        SELECT c.msg_id, c.read_ct, c.g FROM (
-            SELECT m.msg_id, m.read_ct, m.vt, m.headers->'sqs'->>'g' AS g FROM queue_messages m
-            WHERE m.queue_id = p_queue AND m.vt <= v_now
-              AND NOT EXISTS (
-                  SELECT 1 FROM queue_messages b
+    -- Each head comes with the next p_qty - 1 messages of its group (a message without a group, sent
+    -- through the queues API, is a group alone).
+    OPEN v_heads_found FOR
+        SELECT m.msg_id, m.read_ct, m.vt, n.ids, n.reads, n.vts FROM queue_messages m
+        LEFT JOIN LATERAL (
+            SELECT array_agg(x.msg_id ORDER BY x.msg_id) AS ids, array_agg(x.read_ct ORDER BY x.msg_id) AS reads,
+                   array_agg(x.vt ORDER BY x.msg_id) AS vts
+            FROM (SELECT b.msg_id, b.read_ct, b.vt FROM queue_messages b
                   WHERE b.queue_id = p_queue AND (b.headers->'sqs'->>'g') = (m.headers->'sqs'->>'g')
-                    AND b.msg_id < m.msg_id)
-            ORDER BY m.msg_id LIMIT p_qty FOR UPDATE OF m SKIP LOCKED
-        ) c ORDER BY c.vt, c.msg_id
+                    AND b.msg_id > m.msg_id
+                  ORDER BY b.msg_id LIMIT p_qty - 1) x
+        ) n ON true
+        WHERE m.queue_id = p_queue AND m.vt <= v_now
+          AND NOT EXISTS (
+              SELECT 1 FROM queue_messages b
+              WHERE b.queue_id = p_queue AND (b.headers->'sqs'->>'g') = (m.headers->'sqs'->>'g')
+                AND b.msg_id < m.msg_id)
+        ORDER BY m.msg_id FOR UPDATE OF m SKIP LOCKED;
     LOOP
-        v_left := p_qty - cardinality(v_live);
-        EXIT WHEN v_left <= 0;
-        -- The group's visible run from its head: its live messages (up to what is left) and the dead
-        -- ones among them. A message without a group (sent through the queues API) is a group alone.
-        v_run := ARRAY[h.msg_id];
-        v_reads := ARRAY[h.read_ct];
+        FETCH v_heads_found INTO h;
+        EXIT WHEN NOT FOUND;
+        v_heads := v_heads || h.msg_id;
+        v_became := v_became || h.vt;
+        v_from := v_from || (cardinality(v_ids) + 1);
+        v_ids := v_ids || h.msg_id;
+        v_reads := v_reads || h.read_ct;
         v_n := CASE WHEN p_max_reads IS NULL OR h.read_ct < p_max_reads THEN 1 ELSE 0 END;
-        IF h.g IS NOT NULL THEN
-            FOR r IN SELECT m.msg_id, m.read_ct, m.vt FROM queue_messages m
-                     WHERE m.queue_id = p_queue AND (m.headers->'sqs'->>'g') = h.g AND m.msg_id > h.msg_id
-                     ORDER BY m.msg_id LIMIT v_left + 100 LOOP
-                EXIT WHEN v_n >= v_left OR r.vt > v_now;
-                v_run := v_run || r.msg_id;
-                v_reads := v_reads || r.read_ct;
-                IF p_max_reads IS NULL OR r.read_ct < p_max_reads THEN
-                    v_n := v_n + 1;
-                END IF;
-            END LOOP;
-            IF cardinality(v_run) > 1 THEN
-                v_locked := ARRAY(SELECT m.msg_id FROM queue_messages m
-                                  WHERE m.queue_id = p_queue AND m.msg_id = ANY (v_run[2:]) AND m.vt <= v_now
-                                  FOR UPDATE SKIP LOCKED);
+        -- The group's visible run: up to its first message not visible, p_qty live ones at most.
+        FOR i IN 1 .. coalesce(cardinality(h.ids), 0) LOOP
+            EXIT WHEN v_n >= p_qty OR h.vts[i] > v_now;
+            v_ids := v_ids || h.ids[i];
+            v_reads := v_reads || h.reads[i];
+            IF p_max_reads IS NULL OR h.reads[i] < p_max_reads THEN
+                v_n := v_n + 1;
             END IF;
+        END LOOP;
+        v_found := v_found + v_n;
+        EXIT WHEN v_found >= p_qty OR cardinality(v_heads) >= p_qty;
+    END LOOP;
+    CLOSE v_heads_found;
+    v_from := v_from || (cardinality(v_ids) + 1);
+    -- The candidates in the order their heads became visible (an insertion sort: p_qty at most).
+    FOR c IN 1 .. cardinality(v_heads) LOOP
+        v_at := c;
+        WHILE v_at > 1 AND (v_became[v_order[v_at - 1]], v_heads[v_order[v_at - 1]]) > (v_became[c], v_heads[c]) LOOP
+            v_at := v_at - 1;
+        END LOOP;
+        v_order := v_order[1 : v_at - 1] || c || v_order[v_at : c - 1];
+    END LOOP;
+    FOREACH c IN ARRAY v_order LOOP
+        EXIT WHEN cardinality(v_live) >= p_qty;
+        v_run := v_ids[v_from[c] : v_from[c + 1] - 1];
+        IF cardinality(v_run) > 1 THEN
+            v_locked := ARRAY(SELECT m.msg_id FROM queue_messages m
+                              WHERE m.queue_id = p_queue AND m.msg_id = ANY (v_run[2:]) AND m.vt <= v_now
+                              FOR UPDATE SKIP LOCKED);
         END IF;
         FOR i IN 1 .. cardinality(v_run) LOOP
-            EXIT WHEN i > 1 AND NOT v_run[i] = ANY (v_locked);
-            IF p_max_reads IS NOT NULL AND v_reads[i] >= p_max_reads THEN
+            EXIT WHEN cardinality(v_live) >= p_qty OR (i > 1 AND NOT v_run[i] = ANY (v_locked));
+            IF p_max_reads IS NOT NULL AND v_reads[v_from[c] + i - 1] >= p_max_reads THEN
                 v_dead := v_dead || v_run[i];
-            ELSIF cardinality(v_live) < p_qty THEN
+            ELSE
                 v_live := v_live || v_run[i];
             END IF;
         END LOOP;
@@ -190,8 +220,8 @@ BEGIN
             RETURNING m.msg_id, m.read_ct, date_part('epoch', m.enqueued_at) AS sent, date_part('epoch', m.vt) AS vt,
                       m.message, m.headers, date_part('epoch', m.first_read_at) AS first
         )
-        SELECT c.msg_id, c.read_ct, c.sent, c.vt, c.message, c.headers, c.first FROM claimed c
-        ORDER BY array_position(v_live, c.msg_id);
+        SELECT t.msg_id, t.read_ct, t.sent, t.vt, t.message, t.headers, t.first FROM claimed t
+        ORDER BY array_position(v_live, t.msg_id);
     END IF;
 END $$;
 
