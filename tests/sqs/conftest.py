@@ -67,3 +67,18 @@ def both(gateway, mint, query_data):
         one.credential = credential
         one.gateway_url = gateway.url
     return pair
+
+
+@pytest.fixture(params=["json", "query"])
+def speaking(request, gateway, mint, query_model_path):
+    """speaking(role="manage") -> an SQS client of the test's tenant speaking this run's protocol:
+    boto3's JSON, then botocore's Query (an SDK from before 2024); `speaking.protocol` names it.
+    For tests that need several clients of one tenant (any_sqs is one client)."""
+
+    def make(role: str = "manage"):
+        if request.param == "json":
+            return sqs_client(gateway.url, mint(role))
+        return query_sqs_client(gateway.url, mint(role), query_model_path)
+
+    make.protocol = request.param
+    return make

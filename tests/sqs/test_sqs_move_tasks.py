@@ -20,7 +20,7 @@ from sqs_clients import code, error_of
 from functions.agents import sqs_move_tasks
 from functions.local.lambda_context import LocalContext
 from postbox import db, tenancy
-from postbox.sqs import mover
+from postbox.sqs import mover, moves
 
 FREE_S = 1.1  # a task is free for the next batch a second after the last one (the start's, a run's end)
 
@@ -225,7 +225,7 @@ def test_a_task_cancelled_while_a_run_moves_it_is_cancelling_until_that_run_stop
         assert sqs.cancel_message_move_task(TaskHandle=handle)["ApproximateNumberOfMessagesMoved"] == 4
         assert task_of(sqs, dlq)["Status"] == "CANCELLING"
         e = error_of(sqs.start_message_move_task, SourceArn=arn(sqs, dlq))
-        assert code(e) == "AWS.SimpleQueueService.UnsupportedOperation"
+        assert code(e) == "InvalidParameterValue"
     assert done == [2]
     task = task_of(sqs, dlq)
     assert task["Status"] == "CANCELLED" and task["ApproximateNumberOfMessagesMoved"] == 4
@@ -238,8 +238,8 @@ def test_one_active_task_per_source(sqs):
     to = sqs.create_queue(QueueName="to")["QueueUrl"]
     moved_to(sqs, dlq, to, 5, rate=1)
     e = error_of(sqs.start_message_move_task, SourceArn=arn(sqs, dlq), DestinationArn=arn(sqs, to))
-    assert code(e) == "AWS.SimpleQueueService.UnsupportedOperation"
-    assert "only one active task" in e.response["Error"]["Message"].lower()
+    assert code(e) == "InvalidParameterValue" and e.response["Error"]["Message"] == (
+        "There is already a task running. Only one active task is allowed for a source queue arn at a given time.")
     assert len(sqs.list_message_move_tasks(SourceArn=arn(sqs, dlq), MaxResults=10)["Results"]) == 1
 
 
@@ -290,7 +290,7 @@ def test_two_drivers_of_one_task_at_once_move_every_message_exactly_once(sqs, te
         try:
             fake = FakeTime()
             go.wait(10)
-            totals.append(mover.drive({uuid.UUID(handle): 25}, 100, fake.clock, fake.sleep))
+            totals.append(mover.drive({uuid.UUID(moves.read_handle(handle)[0]): 25}, 100, fake.clock, fake.sleep))
         except BaseException as e:  # noqa: BLE001 - reported by the test below
             failures.append(e)
 
@@ -328,13 +328,21 @@ def test_bad_handles_rates_and_sources_are_refused(sqs, client_for):
     for bad in (0, 11):
         assert code(error_of(sqs.list_message_move_tasks, SourceArn=arn(sqs, dlq), MaxResults=bad)) == \
             "InvalidParameterValue"
-    for bad in ("not-a-handle", "00000000-0000-0000-0000-000000000000"):
+    for bad in ("not-a-handle", "00000000-0000-0000-0000-000000000000", moves.task_handle("x", "y")[:-4]):
         e = error_of(sqs.cancel_message_move_task, TaskHandle=bad)
-        assert code(e) == "ResourceNotFoundException", bad
+        assert code(e) == "InvalidParameterValue", bad
+        assert e.response["Error"]["Message"] == "Value for parameter TaskHandle is invalid."
+    for task_id in ("not-a-uuid", str(uuid.uuid4())):
+        e = error_of(sqs.cancel_message_move_task, TaskHandle=moves.task_handle(task_id, arn(sqs, dlq)))
+        assert code(e) == "ResourceNotFoundException" and e.response["Error"]["Message"] == "Task does not exist."
     assert code(error_of(sqs.start_message_move_task, SourceArn=arn(sqs, dlq),
                          DestinationArn=arn(sqs, dlq))) == "InvalidParameterValue"
-    assert code(error_of(sqs.start_message_move_task, SourceArn=arn(sqs, dlq).replace("parked", "absent"))) == \
-        "AWS.SimpleQueueService.NonExistentQueue"
+    for parameter in ("SourceArn", "DestinationArn"):
+        e = error_of(sqs.start_message_move_task, **{"SourceArn": arn(sqs, dlq),
+                                                     parameter: arn(sqs, dlq).replace("parked", "absent")})
+        assert code(e) == "ResourceNotFoundException" and e.response["ResponseMetadata"]["HTTPStatusCode"] == 404
+        assert e.response["Error"]["Message"] == \
+            f"The resource that you specified for the {parameter} parameter doesn't exist."
     # A running task of one tenant is no task for another, nor for a read credential.
     to = sqs.create_queue(QueueName="to")["QueueUrl"]
     handle, _ = moved_to(sqs, dlq, to, 3, rate=1)
@@ -361,7 +369,7 @@ def test_a_task_whose_destination_is_deleted_fails_and_keeps_the_rest(sqs, tenan
     time.sleep(FREE_S)
     run_for(10)
     task = task_of(sqs, dlq)
-    assert task["Status"] == "FAILED" and task["FailureReason"] == "The destination queue no longer exists."
+    assert task["Status"] == "FAILED" and task["FailureReason"] == "AWS.SimpleQueueService.NonExistentQueue"
     assert task["ApproximateNumberOfMessagesMoved"] == 1 and "TaskHandle" not in task
     assert sum(bodies(tenant, "parked").values()) == 4
     assert code(error_of(sqs.cancel_message_move_task, TaskHandle=handle)) == "ResourceNotFoundException"
@@ -390,7 +398,7 @@ def test_two_starts_at_once_make_one_task(sqs, gateway, mint, tenant):
         t.start()
     for t in threads:
         t.join(60)
-    assert sorted(outcomes) == ["AWS.SimpleQueueService.UnsupportedOperation", "started"]
+    assert sorted(outcomes) == ["InvalidParameterValue", "started"]
     assert len(sqs.list_message_move_tasks(SourceArn=arn(sqs, dlq), MaxResults=10)["Results"]) == 1
 
 

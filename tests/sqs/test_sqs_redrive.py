@@ -32,10 +32,13 @@ def test_messages_received_max_receive_count_times_move_to_the_dead_letter_queue
     assert "Messages" not in sqs.receive_message(QueueUrl=src)  # the third receive dead-letters it
     (dead,) = sqs.receive_message(QueueUrl=dlq, MessageAttributeNames=["All"], AttributeNames=["All"])["Messages"]
     assert dead["Body"] == "poison" and dead["MessageAttributes"]["k"]["StringValue"] == "v"
-    assert dead["Attributes"]["ApproximateReceiveCount"] == "1"
+    # SQS keeps a dead letter's receive count (two, and this receive) and says where it came from
+    assert dead["Attributes"]["ApproximateReceiveCount"] == "3"
+    assert dead["Attributes"]["DeadLetterQueueSourceArn"] == arn(sqs, src)
     # a standard queue's dead letter keeps its message id and when it was sent (its retention runs on)
     assert dead["MessageId"] == m["MessageId"]
     assert dead["Attributes"]["SentTimestamp"] == m["Attributes"]["SentTimestamp"]
+    assert dead["Attributes"]["ApproximateFirstReceiveTimestamp"] == m["Attributes"]["ApproximateFirstReceiveTimestamp"]
     time.sleep(0.05)
     assert sqs.list_dead_letter_source_queues(QueueUrl=dlq)["queueUrls"] == [src]
     # the move task sends dead letters back to the queue they came from
@@ -46,6 +49,7 @@ def test_messages_received_max_receive_count_times_move_to_the_dead_letter_queue
     assert task["Status"] == "COMPLETED" and task["ApproximateNumberOfMessagesMoved"] == 1
     (back,) = sqs.receive_message(QueueUrl=src, AttributeNames=["All"])["Messages"]
     assert back["Body"] == "poison" and back["Attributes"]["ApproximateReceiveCount"] == "1"
+    assert "DeadLetterQueueSourceArn" not in back["Attributes"]
     # redriven, it is a new message: a new id, sent now (its retention starts again), as SQS has it
     assert back["MessageId"] != dead["MessageId"]
     assert int(back["Attributes"]["SentTimestamp"]) > int(dead["Attributes"]["SentTimestamp"])

@@ -129,6 +129,7 @@ def _serve(event: dict[str, Any], method: str, headers: dict[str, str], query_st
         target_queue = target["queue"]
     scheme = headers.get("x-forwarded-proto", "http").split(",")[0].strip()
     base = f"{scheme}://{headers.get('host', 'localhost')}{MOUNT}"
+    trace = headers.get("x-amzn-trace-id")
     if speaks_query:
         from . import query  # only Query requests pay for reading SQS's service model
 
@@ -136,7 +137,8 @@ def _serve(event: dict[str, Any], method: str, headers: dict[str, str], query_st
         if target_queue is not None and action in SERVICE_ACTIONS:
             raise errors.unknown_action(action)  # a queue's URL is no endpoint for these, as on SQS
         return _answer(200, XML_CONTENT_TYPE, query.answer(
-            action, actions.run(action, principal, base, params, target_queue), request_id), request_id)
+            action, actions.run(action, principal, base, params, target_queue, trace_header=trace, query=True),
+            request_id), request_id)
     try:
         params = inputs.parse_json(body) if body else {}
     except inputs.BadInput as bad:
@@ -144,7 +146,8 @@ def _serve(event: dict[str, Any], method: str, headers: dict[str, str], query_st
             raise _invalid_text(body, bad) from None
         raise errors.malformed(f"The request body is not valid JSON: {bad.reason}") from None
     action = amz_target[len(TARGET_PREFIX):]
-    return _answer(200, CONTENT_TYPE, _json(actions.run(action, principal, base, params, target_queue)), request_id)
+    return _answer(200, CONTENT_TYPE, _json(actions.run(action, principal, base, params, target_queue,
+                                                        trace_header=trace)), request_id)
 
 
 def _invalid_text(body: bytes, bad: inputs.BadInput) -> errors.SqsError:

@@ -27,6 +27,8 @@ class Call:
     base: str  # the endpoint's URL (`<base URL>/sqs`), which queue URLs start with
     params: dict[str, Any]
     target_queue: str | None  # the queue a queue-URL request target names
+    trace_header: str | None = None  # the request's X-Amzn-Trace-Id: the AWSTraceHeader of what it sends
+    query: bool = False  # the request spoke the Query protocol (some answers differ by protocol)
 
     def queue(self) -> str:
         """The queue the request names: its QueueUrl, else the queue URL it was sent to."""
@@ -58,12 +60,13 @@ ACTIONS: dict[str, tuple[tuple[str, ...], Action]] = {
     "ListQueueTags": (("QueueUrl",), lambda c: queues.list_tags(c.principal, c.queue())),
     "ListDeadLetterSourceQueues": (("QueueUrl", "NextToken", "MaxResults"), lambda c: queues.dead_letter_sources(
         c.principal, c.base, c.queue(), c.params.get("MaxResults"), c.params.get("NextToken"))),
-    "SendMessage": (("QueueUrl", *_SEND), lambda c: messages.send(c.principal, c.queue(), c.params)),
+    "SendMessage": (("QueueUrl", *_SEND), lambda c: messages.send(c.principal, c.queue(), c.params,
+                                                                  c.trace_header)),
     "SendMessageBatch": (("QueueUrl", "Entries"), lambda c: messages.send_batch(
-        c.principal, c.queue(), c.params.get("Entries"))),
+        c.principal, c.queue(), c.params.get("Entries"), c.trace_header)),
     "ReceiveMessage": (("QueueUrl", "AttributeNames", "MessageSystemAttributeNames", "MessageAttributeNames",
                         "MaxNumberOfMessages", "VisibilityTimeout", "WaitTimeSeconds", "ReceiveRequestAttemptId"),
-                       lambda c: messages.receive(c.principal, c.queue(), c.params)),
+                       lambda c: messages.receive(c.principal, c.queue(), c.params, c.query)),
     "DeleteMessage": (("QueueUrl", "ReceiptHandle"), lambda c: messages.delete(
         c.principal, c.queue(), c.params.get("ReceiptHandle"))),
     "DeleteMessageBatch": (("QueueUrl", "Entries"), lambda c: messages.delete_batch(
@@ -109,7 +112,8 @@ def _check_fields(action: str, params: dict[str, Any], allowed: tuple[str, ...])
                     raise errors.invalid_parameter(f"Unknown parameter {str(name)[:100]} in an entry of {action}.")
 
 
-def run(action: str, principal: Principal, base: str, params: Any, target_queue: str | None = None) -> dict:
+def run(action: str, principal: Principal, base: str, params: Any, target_queue: str | None = None, *,
+        trace_header: str | None = None, query: bool = False) -> dict:
     """Serve one SQS action for an authenticated caller; SqsError for anything SQS refuses."""
     found = ACTIONS.get(action)
     if found is None:
@@ -118,7 +122,7 @@ def run(action: str, principal: Principal, base: str, params: Any, target_queue:
         raise errors.malformed("The request body must be a JSON object.")
     allowed, serve = found
     _check_fields(action, params, allowed)
-    return without_empty(serve(Call(principal, base, params, target_queue)))
+    return without_empty(serve(Call(principal, base, params, target_queue, trace_header, query)))
 
 
 def without_empty(answer: dict[str, Any]) -> dict[str, Any]:

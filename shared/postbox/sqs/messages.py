@@ -25,7 +25,7 @@ from .. import db, jsoncodec, tenancy, wait_slots, wakeup
 from ..errors import LimitExceeded, NotFound, TooLarge
 from ..queues import consumers, engine
 from ..tenancy import Principal
-from . import attributes, digests, errors
+from . import attributes, digests, errors, identity
 from .queues import SqsQueue, find
 
 MAX_BATCH = 10
@@ -197,8 +197,10 @@ def fifo_ids_given(queue: SqsQueue, entry: dict[str, Any], *, in_batch: bool = F
         raise errors.no_deduplication_id()
 
 
-def outgoing(queue: SqsQueue, principal: Principal, entry: dict[str, Any]) -> Outgoing:
-    """One message to send, held to SQS's rules for its queue (FIFO or standard)."""
+def outgoing(queue: SqsQueue, principal: Principal, entry: dict[str, Any], trace: str | None = None) -> Outgoing:
+    """One message to send, held to SQS's rules for its queue (FIFO or standard). `trace` is the
+    request's X-Amzn-Trace-Id header: every message of the request carries it as its AWSTraceHeader,
+    unless the message names its own in MessageSystemAttributes (SQS's rule)."""
     body = check_body(entry.get("MessageBody"))
     attrs, attrs_size = check_attributes(entry.get("MessageAttributes"))
     system, _ = check_attributes(entry.get("MessageSystemAttributes"), system=True)
@@ -230,6 +232,8 @@ def outgoing(queue: SqsQueue, principal: Principal, entry: dict[str, Any]) -> Ou
         sqs["a"] = attrs
     if system:
         sqs["t"] = system["AWSTraceHeader"]["StringValue"]
+    elif trace:
+        sqs["t"] = trace
     if delay is None or queue.fifo:
         delay = queue.delay
     return Outgoing(body, attrs, system, float(delay), {"sqs": sqs}, size, key)
@@ -291,10 +295,10 @@ def _sent(m: Outgoing, msg_id: int, fifo: bool) -> dict[str, Any]:
     return out
 
 
-def send(principal: Principal, name: str, request: dict[str, Any]) -> dict[str, Any]:
+def send(principal: Principal, name: str, request: dict[str, Any], trace: str | None = None) -> dict[str, Any]:
     tenancy.require(principal, "write")
     queue = meta(principal, name)
-    m = within_size(queue, outgoing(queue, principal, request))
+    m = within_size(queue, outgoing(queue, principal, request, trace))
     ((msg_id, _),) = _in_sqs_terms(lambda: _send(principal, queue, name, [m]))
     return _sent(m, msg_id, queue.fifo)
 
@@ -323,7 +327,7 @@ def _failure(entry_id: str, error: errors.SqsError) -> dict[str, Any]:
             "Message": error.message}
 
 
-def send_batch(principal: Principal, name: str, entries: Any) -> dict[str, Any]:
+def send_batch(principal: Principal, name: str, entries: Any, trace: str | None = None) -> dict[str, Any]:
     """Every good entry is sent (one SQL call); each bad one is a failure of its own, as SQS answers.
     A batch longer than SQS allows is refused whole, counting every entry, even one too long alone, and
     so is a FIFO batch with an entry that names no group (or no deduplication id where one is needed)."""
@@ -336,7 +340,7 @@ def send_batch(principal: Principal, name: str, entries: Any) -> dict[str, Any]:
     failed = []
     for entry in entries:
         try:
-            built.append((entry["Id"], outgoing(queue, principal, entry)))
+            built.append((entry["Id"], outgoing(queue, principal, entry, trace)))
         except errors.SqsError as error:
             failed.append(_failure(entry["Id"], error))
     total = sum(m.size for _, m in built)
@@ -393,12 +397,16 @@ def _names(value: Any, parameter: str) -> list[str]:
     return value
 
 
-def _wanted_system(request: dict[str, Any]) -> set[str]:
-    asked = set(_names(request.get("AttributeNames"), "AttributeNames")) | set(
-        _names(request.get("MessageSystemAttributeNames"), "MessageSystemAttributeNames"))
-    for name in asked:
+def _wanted_system(request: dict[str, Any], query: bool) -> set[str]:
+    """The system attributes a receive asks for. It may name them in MessageSystemAttributeNames or
+    in the older AttributeNames; given both, SQS answers the first over JSON and the second over
+    Query (AttributeName.N), and so does this. Each list is checked whole."""
+    system = _names(request.get("MessageSystemAttributeNames"), "MessageSystemAttributeNames")
+    older = _names(request.get("AttributeNames"), "AttributeNames")
+    for name in (*system, *older):
         if name != "All" and name not in SYSTEM_NAMES and name not in attributes.ALL:
             raise errors.unknown_attribute(name)
+    asked = set((older or system) if query else (system or older))
     return set(SYSTEM_NAMES) if "All" in asked else asked & set(SYSTEM_NAMES)
 
 
@@ -415,8 +423,9 @@ def _wanted_attributes(request: dict[str, Any]) -> Callable[[str], bool]:
 
 def _stored(headers: Any) -> dict[str, Any]:
     """What a send through SQS kept in the message's headers (`sqs`): sender, trace header, group,
-    deduplication id and attributes. Headers are the queues API's too, where a sender may write any
-    JSON under `sqs`: a part not of the shape SQS wrote is left out rather than answered."""
+    deduplication id, attributes, and the queue a dead letter came from. Headers are the queues API's
+    too, where a sender may write any JSON under `sqs`: a part not of the shape SQS wrote is left out
+    rather than answered."""
     sqs = headers.get("sqs") if isinstance(headers, dict) else None
     if not isinstance(sqs, dict):
         return {}
@@ -428,7 +437,7 @@ def _stored(headers: Any) -> dict[str, Any]:
     return kept
 
 
-_STORED_TEXTS = ("s", "t", "g", "d", "fg")
+_STORED_TEXTS = ("s", "t", "g", "d", "fg", "dq")
 
 
 def _stored_value(value: Any) -> bool:
@@ -460,6 +469,7 @@ def _received(queue: SqsQueue, principal: Principal, row: dict[str, Any], system
             "MessageDeduplicationId": sqs.get("d") if queue.fifo else None,
             "MessageGroupId": sqs.get("g") if queue.fifo else sqs.get("fg"),
             "SequenceNumber": sequence_number(row["id"]) if queue.fifo else None,
+            "DeadLetterQueueSourceArn": identity.queue_arn(principal.tenant_id, sqs["dq"]) if "dq" in sqs else None,
         }
         picked = {k: v for k, v in values.items() if k in system and v is not None}
         if picked:
@@ -471,7 +481,7 @@ def _received(queue: SqsQueue, principal: Principal, row: dict[str, Any], system
     return out
 
 
-def receive(principal: Principal, name: str, request: dict[str, Any]) -> dict[str, Any]:
+def receive(principal: Principal, name: str, request: dict[str, Any], query: bool = False) -> dict[str, Any]:
     """Up to MaxNumberOfMessages (1-10) messages, hidden for VisibilityTimeout (the queue's by
     default); with WaitTimeSeconds (or the queue's ReceiveMessageWaitTimeSeconds), a long poll on
     the shared wait until one arrives. On a FIFO queue, a ReceiveRequestAttemptId retried within
@@ -484,7 +494,7 @@ def receive(principal: Principal, name: str, request: dict[str, Any]) -> dict[st
     attempt_id = request.get("ReceiveRequestAttemptId")
     if attempt_id is not None and (not isinstance(attempt_id, str) or not _GROUP.fullmatch(attempt_id)):
         raise errors.fifo_id(attempt_id, "ReceiveRequestAttemptId")
-    system, wanted = _wanted_system(request), _wanted_attributes(request)
+    system, wanted = _wanted_system(request, query), _wanted_attributes(request)
     queue = meta(principal, name)
     if wait is None:
         wait = int(queue.setting("ReceiveMessageWaitTimeSeconds"))
@@ -507,16 +517,28 @@ def receive(principal: Principal, name: str, request: dict[str, Any]) -> dict[st
 def delete(principal: Principal, name: str, handle: Any) -> dict[str, Any]:
     tenancy.require(principal, "write")
     queue = meta(principal, name)
-    msg_id, _ = read_receipt(handle, queue.id)
-    _in_sqs_terms(lambda: _delete(principal, name, [msg_id]))
+    receipt_read = read_receipt(handle, queue.id)
+    (done,) = _in_sqs_terms(lambda: _delete(principal, name, queue, [receipt_read]))
+    if not done:
+        raise errors.receipt_expired(handle)
     return {}
 
 
-def _delete(principal: Principal, name: str, ids: list[int]) -> list[int]:
+def _delete(principal: Principal, name: str, queue: SqsQueue, receipts: list[tuple[int, int]]) -> list[bool]:
+    """Whether each (message id, read count) of a receipt was deleted (or was gone already). A
+    standard queue deletes by any receipt of the message; a FIFO queue only by the receipt of the
+    receive that still holds it (sqs_fifo_delete), as SQS has each."""
     with db.connection() as conn, db.domain_errors():
-        return conn.execute("SELECT queue_delete(%s, %s, %s, %s::bigint[])",
-                            (principal.tenant_id, tenancy.project_id(principal), name,
-                             engine.int_array(ids))).fetchone()[0]
+        if not queue.fifo:
+            conn.execute("SELECT queue_delete(%s, %s, %s, %s::bigint[])",
+                         (principal.tenant_id, tenancy.project_id(principal), name,
+                          engine.int_array([r[0] for r in receipts])))
+            return [True] * len(receipts)
+        outcomes = conn.execute("SELECT sqs_fifo_delete(%s, %s, %s, %s::bigint[], %s::int[])",
+                                (principal.tenant_id, tenancy.project_id(principal), name,
+                                 engine.int_array([r[0] for r in receipts]),
+                                 engine.int_array([r[1] for r in receipts]))).fetchone()[0]
+    return [outcome == "ok" for outcome in outcomes]
 
 
 def delete_batch(principal: Principal, name: str, entries: Any) -> dict[str, Any]:
@@ -526,12 +548,18 @@ def delete_batch(principal: Principal, name: str, entries: Any) -> dict[str, Any
     good, failed = [], []
     for entry in entries:
         try:
-            good.append((entry["Id"], read_receipt(entry.get("ReceiptHandle"), queue.id)[0]))
+            good.append((entry, read_receipt(entry.get("ReceiptHandle"), queue.id)))
         except errors.SqsError as error:
             failed.append(_failure(entry["Id"], error))
+    done = []
     if good:
-        _in_sqs_terms(lambda: _delete(principal, name, [m for _, m in good]))
-    return {"Successful": [{"Id": entry_id} for entry_id, _ in good], "Failed": failed}
+        outcomes = _in_sqs_terms(lambda: _delete(principal, name, queue, [r for _, r in good]))
+        for (entry, _), deleted in zip(good, outcomes, strict=True):
+            if deleted:
+                done.append({"Id": entry["Id"]})
+            else:
+                failed.append(_failure(entry["Id"], errors.receipt_expired(entry["ReceiptHandle"])))
+    return {"Successful": done, "Failed": failed}
 
 
 def _change(principal: Principal, name: str, changes: list[tuple[int, int, int]]) -> list[str]:

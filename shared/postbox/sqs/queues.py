@@ -272,7 +272,9 @@ PURGE_EVERY_S = 60  # SQS's: one PurgeQueue per queue every 60 seconds
 
 
 def purge(principal: Principal, name: str) -> dict[str, Any]:
-    """Delete every message of the queue, at most once per PURGE_EVERY_S (PurgeQueueInProgress)."""
+    """Delete every message of the queue (visible, in flight or delayed), at most once per PURGE_EVERY_S
+    (PurgeQueueInProgress). A FIFO queue forgets its deduplication ids and receive attempts with them,
+    as SQS does: a message sent again after a purge is a new message."""
     tenancy.require(principal, "manage")
     with db.transaction() as conn:
         queue_id = find(conn, principal, name, lock=True).id
@@ -285,6 +287,8 @@ def purge(principal: Principal, name: str) -> dict[str, Any]:
             (queue_id, PURGE_EVERY_S)).fetchone() is None:
             raise errors.purge_in_progress(name)
         engine.purge(conn, queue_id)
+        conn.execute("WITH ids AS (DELETE FROM sqs_dedup WHERE queue_id = %(q)s)"
+                     " DELETE FROM sqs_receive_attempts WHERE queue_id = %(q)s", {"q": queue_id})
     return {}
 
 

@@ -282,15 +282,28 @@ BEGIN
 END $$;
 
 -- Messages read max_reads times leave queue p_queue: to the dead-letter queue p_dlq (keeping their
--- ids, so its head comes back to them) or, without one, to the archive as dead.
+-- ids, so its head comes back to them) or, without one, to the archive as dead. A dead letter starts
+-- its reads again, unless its queue is one SQS made or changed (it has SQS attributes): SQS keeps a
+-- dead letter's receive count and first receive, and a message SQS sent records the queue it came
+-- from (`dq` in its `sqs` headers: DeadLetterQueueSourceArn).
 CREATE OR REPLACE FUNCTION queue_dead_letter(p_queue bigint, p_dead bigint[], p_dlq bigint) RETURNS void
 LANGUAGE plpgsql AS $$
+DECLARE
+    v_sqs_source text;
 BEGIN
+    IF p_dlq IS NOT NULL THEN
+        SELECT q.name INTO v_sqs_source FROM queues q JOIN sqs_queues s ON s.queue_id = q.id WHERE q.id = p_queue;
+    END IF;
     WITH expired AS (
         DELETE FROM queue_messages m WHERE m.queue_id = p_queue AND m.msg_id = ANY (p_dead) RETURNING m.*
     ), to_dead_letter_queue AS (
-        INSERT INTO queue_messages (queue_id, msg_id, vt, read_ct, enqueued_at, message, headers, size, dead_from)
-        SELECT p_dlq, e.msg_id, clock_timestamp(), 0, e.enqueued_at, e.message, e.headers, e.size, p_queue
+        INSERT INTO queue_messages (queue_id, msg_id, vt, read_ct, enqueued_at, message, headers, size, dead_from,
+                                    first_read_at)
+        SELECT p_dlq, e.msg_id, clock_timestamp(), CASE WHEN v_sqs_source IS NULL THEN 0 ELSE e.read_ct END,
+               e.enqueued_at, e.message,
+               CASE WHEN v_sqs_source IS NOT NULL AND jsonb_typeof(e.headers->'sqs') = 'object'
+                    THEN jsonb_set(e.headers, '{sqs,dq}', to_jsonb(v_sqs_source)) ELSE e.headers END,
+               e.size, p_queue, CASE WHEN v_sqs_source IS NOT NULL THEN e.first_read_at END
         FROM expired e WHERE p_dlq IS NOT NULL
     )
     INSERT INTO queue_archive (queue_id, msg_id, read_ct, enqueued_at, vt, message, headers, size, dead)

@@ -19,11 +19,11 @@ $$;
 
 -- One batch of task p_task: up to p_limit of the source's visible messages, in id order, each to
 -- the destination or to the queue it was dead-lettered from (a message whose queue is gone stays).
--- A moved message is a new one there (a new id, sent now: its retention starts again), as SQS's
--- redrive makes it.
+-- A moved message is a new one there (a new id, sent now: its retention starts again; its receive
+-- count and the queue it was dead-lettered from left behind), as SQS's redrive makes it.
 -- Batches of one task take turns on the task's row; messages a receive holds are skipped, not
 -- waited for. Answers how many moved and whether the task is still running. A CANCELLING task
--- ends CANCELLED here; one whose destination is gone ends FAILED.
+-- ends CANCELLED here; one whose destination is gone ends FAILED, with SQS's reason.
 CREATE OR REPLACE FUNCTION sqs_move_batch(p_task uuid, p_limit int)
 RETURNS TABLE (moved int, active boolean) LANGUAGE plpgsql AS $$
 DECLARE
@@ -47,7 +47,7 @@ BEGIN
         RETURN;
     END IF;
     IF t.destination_arn IS NOT NULL AND t.destination_id IS NULL THEN
-        UPDATE sqs_move_tasks SET status = 'FAILED', failure_reason = 'The destination queue no longer exists.',
+        UPDATE sqs_move_tasks SET status = 'FAILED', failure_reason = 'AWS.SimpleQueueService.NonExistentQueue',
                                   runner = NULL, lease_until = NULL
         WHERE task_handle = p_task;
         RETURN QUERY SELECT 0, false;
@@ -72,7 +72,9 @@ BEGIN
         RETURNING m.msg_id, m.message, m.headers, m.size, m.dead_from
     ), placed AS (
         INSERT INTO queue_messages (queue_id, vt, message, headers, size)  -- sent anew, as SQS's redrive has it
-        SELECT coalesce(t.destination_id, x.dead_from), clock_timestamp(), x.message, x.headers, x.size
+        SELECT coalesce(t.destination_id, x.dead_from), clock_timestamp(), x.message,
+               CASE WHEN jsonb_typeof(x.headers->'sqs') = 'object' THEN x.headers #- '{sqs,dq}' ELSE x.headers END,
+               x.size
         FROM taken x ORDER BY x.msg_id
         RETURNING queue_id
     )
@@ -95,8 +97,9 @@ END $$;
 
 -- StartMessageMoveTask: the task, counted (the source's visible messages it can move), with its
 -- first batch moved (p_first messages at most). The task is then held for a second, so the agent's
--- first batch of it comes a second after this one. Refused: an unknown queue (PB404), a source that
--- is no queue's dead-letter queue (PB400), a source with an active task (PB409).
+-- first batch of it comes a second after this one. Refused: an unknown source (PB404) or destination
+-- (PB404 no_destination), a source that is no queue's dead-letter queue (PB400), a source with an
+-- active task (PB409).
 CREATE OR REPLACE FUNCTION sqs_move_start(
     p_tenant uuid, p_project uuid, p_source text, p_source_arn text, p_destination text, p_destination_arn text,
     p_rate int, p_first int
@@ -113,7 +116,11 @@ BEGIN
             MESSAGE = 'Source queue must be configured as a Dead Letter Queue.';
     END IF;
     IF p_destination IS NOT NULL THEN
-        v_dest := (queue_find(p_tenant, p_project, p_destination)).id;
+        SELECT id INTO v_dest FROM queues WHERE tenant_id = p_tenant AND project_id = p_project AND name = p_destination;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION USING ERRCODE = 'PB404', DETAIL = 'no_destination',
+                MESSAGE = 'The resource that you specified for the DestinationArn parameter doesn''t exist.';
+        END IF;
         IF v_dest = src.id THEN
             RAISE EXCEPTION USING ERRCODE = 'PB400', DETAIL = 'same_queue',
                 MESSAGE = 'The source and destination queues must be different queues.';
@@ -136,7 +143,8 @@ BEGIN
     RETURN v_task;
 END $$;
 
--- ListMessageMoveTasks: the source's most recent tasks first, as SQS's result entries.
+-- ListMessageMoveTasks: the source's most recent tasks first, as SQS's result entries (a running
+-- task's TaskHandle as its id: the caller writes it as SQS does).
 CREATE OR REPLACE FUNCTION sqs_move_list(p_tenant uuid, p_project uuid, p_source text, p_limit int)
 RETURNS json LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -158,17 +166,21 @@ BEGIN
         FROM (SELECT * FROM sqs_move_tasks WHERE source_id = src.id ORDER BY started_at DESC LIMIT p_limit) t);
 END $$;
 
--- CancelMessageMoveTask: a RUNNING task of the caller's project stops moving and answers how many
--- it moved. Taking its row waits out a batch in flight, so that count is final. A task an agent run
--- holds is CANCELLING until that run lets it go (its next batch or its end); any other is CANCELLED
--- at once. An unknown or finished task is PB404.
-CREATE OR REPLACE FUNCTION sqs_move_cancel(p_tenant uuid, p_project uuid, p_task uuid)
+-- CancelMessageMoveTask: a RUNNING task of source queue p_source (the one its handle names) stops
+-- moving and answers how many it moved. Taking its row waits out a batch in flight, so that count is
+-- final. A task an agent run holds is CANCELLING until that run lets it go (its next batch or its
+-- end); any other is CANCELLED at once. An unknown source is PB404; an unknown or finished task,
+-- PB404 no_move_task.
+DROP FUNCTION IF EXISTS sqs_move_cancel(uuid, uuid, uuid);
+CREATE OR REPLACE FUNCTION sqs_move_cancel(p_tenant uuid, p_project uuid, p_source text, p_task uuid)
 RETURNS bigint LANGUAGE plpgsql AS $$
 DECLARE
+    src queues;
     t sqs_move_tasks;
 BEGIN
-    SELECT m.* INTO t FROM sqs_move_tasks m JOIN queues q ON q.id = m.source_id
-    WHERE m.task_handle = p_task AND m.tenant_id = p_tenant AND q.project_id = p_project AND m.status = 'RUNNING'
+    src := queue_find(p_tenant, p_project, p_source);
+    SELECT m.* INTO t FROM sqs_move_tasks m
+    WHERE m.task_handle = p_task AND m.source_id = src.id AND m.tenant_id = p_tenant AND m.status = 'RUNNING'
     FOR UPDATE OF m;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = 'PB404', DETAIL = 'no_move_task', MESSAGE = 'Task does not exist.';
