@@ -9,6 +9,9 @@ block on the database and on long polls).
 The limits are AWS's, so a user meets them here first: API Gateway takes bodies up to 10 MB and
 Lambda events up to 6 MB (413 beyond either), and a function's answer over 6 MB fails as Lambda
 fails it (500). `/openapi.json` and `/docs` are the gateway's own (see `apidocs`).
+
+Every invocation may stream its answer (`functions.streaming`), as behind AWS's streaming doors: an
+SSE read stays open and the server writes each event as it comes, for at most Lambda's 15 minutes.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import logging
 import time
 from typing import Any
 
+from functions import streaming
 from functions.api.common import RequestLocalResolver
 from functions.local import apidocs, requestlog
 from functions.local.events import HttpResponse, http_event, json_message, read_response
@@ -122,12 +126,13 @@ class LocalGateway:
             return TOO_LARGE, None
         rid = event["requestContext"]["requestId"]
         try:
-            result = invoke(FUNCTIONS[route.function], event, route.function, self.timeout_s)
+            with streaming.invocation(time.monotonic() + streaming.LAMBDA_MAX_SECONDS):
+                result = invoke(FUNCTIONS[route.function], event, route.function, self.timeout_s)
         except Exception:  # an unhandled error in a function is API Gateway's 500
             logger.exception("%s failed (request %s)", route.function, rid)
             return _failed(rid), _tenant(event)
         tenant_id = _tenant(event)
-        if _size(result) > MAX_EVENT_BYTES:
+        if streaming.body_of(result) is None and _size(result) > MAX_EVENT_BYTES:
             logger.error("%s answered %s %s with more than %d bytes: Lambda refuses that response (request %s)",
                          route.function, method, path, MAX_EVENT_BYTES, rid)
             return _failed(rid), tenant_id
