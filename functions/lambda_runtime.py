@@ -3,9 +3,12 @@ Function URL in RESPONSE_STREAM mode, a REST API route in STREAM mode): Python's
 answers only whole, buffered responses, so such a function runs this loop instead
 (`python -m functions.lambda_runtime <module.handler>`, started by the `stream-bootstrap` wrapper).
 
-Each invocation is served as the managed runtime would (the same handler, event and context), and
-answered on the Runtime API's streaming mode in the HTTP integration format: a JSON prelude (status,
-headers, cookies), eight NUL bytes, then the body. A body that is a `functions.streaming.StreamedBody`
+Each invocation is served as the managed runtime would (the same handler, event and context). One
+that came through a streaming door (a REST API's event, or a Function URL's: no route of API
+Gateway's HTTP API) is answered on the Runtime API's streaming mode in the HTTP integration format:
+a JSON prelude (status, headers, cookies), eight NUL bytes, then the body. Any other (the HTTP API,
+which buffers) is answered whole, as the managed runtime answers it, so one function can sit
+behind both doors. A body that is a `functions.streaming.StreamedBody`
 (an open SSE read) is written chunk by chunk as the handler produces it, until it ends or the
 invocation's deadline is near; a failure once the answer has begun is reported in the stream's
 trailers. A REST API's event (payload 1.0) is read as the HTTP API's payload 2.0 that the resolvers
@@ -31,6 +34,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
 from typing import Any
 from urllib.parse import urlencode
 
@@ -64,6 +68,13 @@ class Context:
 
 
 # ---- the event --------------------------------------------------------------------------------------
+
+
+def streams(event: Any) -> bool:
+    """Whether an invocation came through a streaming door: a REST API's event (payload 1.0; our REST
+    API routes stream), or a Function URL's (payload 2.0 without a route: API Gateway's HTTP API
+    always names the route it matched)."""
+    return isinstance(event, dict) and ("httpMethod" in event or event.get("routeKey") == "$default")
 
 
 def http_api_event(event: Any) -> Any:
@@ -177,6 +188,10 @@ class RuntimeApi:
         response, body = self._call("GET", "/invocation/next")
         return response.headers, body
 
+    def respond(self, request_id: str, body: bytes) -> None:
+        """Answer an invocation whole (the buffered mode): `body` is the handler's result as JSON."""
+        self._call("POST", f"/invocation/{request_id}/response", body)
+
     def error(self, path: str, error: BaseException) -> None:
         """Report a failure (`/invocation/{id}/error`, `/init/error`, `/restore/error`)."""
         body = json.dumps(error_body(error)).encode()
@@ -240,14 +255,19 @@ def serve_one(api: RuntimeApi, handler: Callable[[Any, Any], Any]) -> None:
     os.environ["_X_AMZN_TRACE_ID"] = headers.get("Lambda-Runtime-Trace-Id", "")
     deadline = context.deadline - DEADLINE_MARGIN_S
     try:
-        event = http_api_event(json.loads(body))
-        with streaming.invocation(deadline):
-            result = handler(event, context)
+        event = json.loads(body)
+        streamed = streams(event)
+        with streaming.invocation(deadline) if streamed else nullcontext():
+            result = handler(http_api_event(event) if streamed else event, context)
+        whole = None if streamed else json.dumps(result).encode()
     except Exception as error:
         _log_failure(error)
         api.error(f"/invocation/{request_id}/error", error)
         return
-    api.stream(request_id, _with_prelude(result))
+    if whole is None:
+        api.stream(request_id, _with_prelude(result))
+    else:
+        api.respond(request_id, whole)
 
 
 def _with_prelude(result: Any) -> Iterator[bytes]:

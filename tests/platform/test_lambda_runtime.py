@@ -111,6 +111,25 @@ def test_a_function_url_read_is_routed_as_api_gateway_would_and_answered_whole(a
     assert headers["ursula-protocol"] == "11"  # the hosted form's route (and its parameters) was matched
 
 
+def test_an_http_api_invocation_is_answered_whole_with_a_bounded_window(api, runtime_api, short_waits):
+    """The HTTP API buffers: behind it the same function answers as Lambda's own runtime would, SSE
+    included (its window), so one function serves both doors."""
+    from functions.api.durable.app import handler
+    from functions.routes import match
+
+    path = f"/v1/stream/rt-{uuid.uuid4().hex[:8]}"
+    assert api.put(path, content=b"hi", headers={"content-type": "text/plain"}).status_code == 201
+    route, params = match("GET", path)
+    event = http_event("GET", path, query="offset=-1&live=sse", headers={"apikey": api.tenant.key}, route=route,
+                       path_parameters=params)
+    answer = runtime_api.invoke("r7", event)
+    _serve_in_background(runtime_api, handler).join(15)
+    assert answer.done.wait(5)
+    assert "lambda-runtime-function-response-mode" not in answer.headers
+    result = json.loads(answer.raw)
+    assert result["statusCode"] == 200 and result["body"].startswith("event: data\ndata:hi\n")
+
+
 def test_a_failure_before_the_answer_is_an_invocation_error_and_after_it_a_trailer(runtime_api):
     def broken(event, context):
         raise ValueError("no such thing")
@@ -126,7 +145,7 @@ def test_a_failure_before_the_answer_is_an_invocation_error_and_after_it_a_trail
             raise RuntimeError("cut")
         return {"statusCode": 200, "headers": {"content-type": "text/plain"}, "body": streaming.StreamedBody(chunks())}
 
-    answer = runtime_api.invoke("r4", {"x": 2})
+    answer = runtime_api.invoke("r4", http_event("GET", "/anything"))  # a Function URL's
     _serve_in_background(runtime_api, half).join(10)
     assert answer.done.wait(5) and answer.split()[1] == b"first "
     assert answer.trailers["lambda-runtime-function-error-type"] == "RuntimeError"
