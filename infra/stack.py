@@ -22,6 +22,7 @@ from infra import (
     schedules,
     secrets,
     settings,
+    streaming,
 )
 
 
@@ -42,6 +43,9 @@ def build() -> dict[str, pulumi.Input]:
     fns = functions.build(s, net, db, lyr, owned, failed_runs, run_migrations, export_bucket)
     secrets.rotate(s, owned, fns[functions.MIGRATE].function, migration[0])
     http = api.build(s, fns)
+    durable = fns["durable"]
+    durable_stream_url = (streaming.build_rest_api(s, durable.function, durable.arn, durable.qualifier)
+                          if s.durable_streaming_api else None)
     schedules.build(s, fns, failed_runs)
     topic = alarms.build(s, http, fns, db, failed_runs)
     board = dashboard.build(s, http, db, failed_runs)
@@ -58,4 +62,5 @@ def build() -> dict[str, pulumi.Input]:
         "agent_failures_queue_url": failed_runs.url,
         "dashboard_name": board.dashboard_name,
         "export_bucket": export_bucket.bucket,
+        "durable_stream_url": durable_stream_url,
     }

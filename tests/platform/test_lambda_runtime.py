@@ -20,8 +20,8 @@ import pytest
 
 from functions import lambda_runtime, streaming
 from functions.local.events import http_event
+from functions.local.runtime_api import RuntimeApi
 from postbox import config
-from support.runtime_api import RuntimeApi
 
 ROOT = Path(__file__).resolve().parents[2]
 DURABLE = "functions.api.durable.app.handler"

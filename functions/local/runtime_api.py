@@ -1,6 +1,6 @@
-"""A stand-in for Lambda's Runtime API on a loopback port: it hands out the invocations a test queues
-and records what the runtime under test answers, each streamed chunk as it arrives (with when), the
-trailers, and every call in order."""
+"""A stand-in for Lambda's Runtime API on a loopback port (tests and bench/cold_start.py): it hands out
+the invocations queued and records what the runtime under test answers, each streamed chunk as it
+arrives (with when), the trailers, and every call in order."""
 
 from __future__ import annotations
 
