@@ -202,3 +202,38 @@ def test_a_rest_api_event_reads_as_the_http_apis():
                                                "sourceIp": "203.0.113.9", "userAgent": "test"}
     assert event["headers"] == {"content-type": "text/plain"} and event["cookies"] == ["a=1", "b=2"]
     assert event["routeKey"] == "POST /v1/stream/{name}" and event["pathParameters"] == {"name": "a%20b"}
+
+
+def test_the_exec_wrapper_runs_the_streaming_runtime_for_lambdas_handler(api, runtime_api, database_url):
+    """What Lambda runs: the wrapper, given the runtime's own command (ignored), with _HANDLER set."""
+    env = {**os.environ, "AWS_LAMBDA_RUNTIME_API": runtime_api.address, "_HANDLER": DURABLE,
+           "LAMBDA_TASK_ROOT": str(ROOT), "AWS_LAMBDA_FUNCTION_NAME": "postbox-test-durable",
+           "DATABASE_URL": database_url,
+           "POWERTOOLS_METRICS_DISABLED": "true", "PYTHONPATH": str(ROOT / "shared"),
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    proc = subprocess.Popen([str(ROOT / "functions" / "stream-bootstrap"), "/var/runtime/bootstrap"], env=env)
+    try:
+        path = f"/v1/stream/rt-{uuid.uuid4().hex[:8]}"
+        assert api.put(path, content=b"hi", headers={"content-type": "text/plain"}).status_code == 201
+        event = http_event("GET", path, query="offset=-1", headers={"apikey": api.tenant.key})
+        answer = runtime_api.invoke("r8", event)
+        assert answer.done.wait(30)
+        assert answer.headers["lambda-runtime-function-response-mode"] == "streaming"
+        assert answer.split()[1] == b"hi"
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+def test_the_functions_zip_carries_the_wrapper_executable(tmp_path):
+    import stat
+    import zipfile
+
+    sys.path.insert(0, str(ROOT / "layers"))
+    try:
+        from build import build_functions
+    finally:
+        sys.path.remove(str(ROOT / "layers"))
+    with zipfile.ZipFile(build_functions(tmp_path / "functions.zip", compile_pyc=False)) as zf:
+        info = zf.getinfo("functions/stream-bootstrap")
+    assert stat.S_IMODE(info.external_attr >> 16) & 0o111 == 0o111
