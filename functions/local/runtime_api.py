@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import queue
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -33,6 +34,14 @@ class Answer:
         return json.loads(prelude), body
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], OSError):  # a runtime that was stopped mid-call is no error
+            super().handle_error(request, client_address)
+
+
 class RuntimeApi:
     def __init__(self) -> None:
         self.invocations: queue.Queue[tuple[str, dict, float]] = queue.Queue()
@@ -57,7 +66,9 @@ class RuntimeApi:
                 request_id, event, deadline_s = api.invocations.get()
                 headers = {"Lambda-Runtime-Aws-Request-Id": request_id,
                            "Lambda-Runtime-Deadline-Ms": str(int((time.time() + deadline_s) * 1000)),
-                           "Lambda-Runtime-Invoked-Function-Arn": "arn:aws:lambda:us-east-1:0:function:test"}
+                           "Lambda-Runtime-Invoked-Function-Arn": "arn:aws:lambda:us-east-1:0:function:test",
+                           "Lambda-Runtime-Trace-Id": f"Root=1-00000000-{request_id};Sampled=0",
+                           "Content-Type": "application/json"}
                 self._reply(200, json.dumps(event).encode(), headers)
 
             def do_POST(self) -> None:
@@ -95,8 +106,7 @@ class RuntimeApi:
                 self.end_headers()
                 self.wfile.write(body)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
