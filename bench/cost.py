@@ -17,6 +17,9 @@ write I/Os of up to 4 KB). Prices are us-east-1 list prices (PRICES in bench/cos
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import os
 import statistics
 import sys
 import time
@@ -30,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.common import bench_tenant, configure, start_server  # noqa: E402
 from bench.cost_model import (  # noqa: E402
     BATCHES,
+    DOORS,
     HOURS_PER_MONTH,
     MILLION,
     PRICES,
@@ -43,9 +47,17 @@ from bench.cost_model import (  # noqa: E402
 )
 from functions import sizes  # noqa: E402
 
+CLOUDWATCH_EVENT_BYTES = 26  # what CloudWatch Logs counts per line on top of its bytes
+
 
 class Timer:
-    """Calls handlers as API Gateway would and records (wall, cpu) per request label."""
+    """Calls handlers as API Gateway would and records (wall, cpu, log bytes) per request label.
+
+    The handlers run with metrics on, as on Lambda, and what each call writes on stdout is what
+    CloudWatch would ingest from it (each line's bytes and 26 per event). The timed calls run with no
+    access line sampled (so each writes what every such request writes: the EMF record of its counts);
+    with `access_lines` on, every call writes its access line, whose bytes `line_bytes` keeps per label,
+    so that the model adds them at the stack's sampling rate."""
 
     def __init__(self, key: str) -> None:
         from functions import routes
@@ -53,20 +65,29 @@ class Timer:
 
         self.key = key
         self.handlers = {name: entry_point(dotted) for name, dotted in routes.FUNCTIONS.items()}
-        self.samples: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+        self.samples: dict[tuple[str, str], list[tuple[float, float, int]]] = defaultdict(list)
+        self.line_bytes: dict[tuple[str, str], list[int]] = defaultdict(list)
+        self.access_lines = False
 
     def call(self, surface: str, label: str, method: str, path: str, body=None, query: str = "",
              raw_body: str | None = None, headers: dict | None = None):
+        from functions import request_record
         from functions.local.lambda_context import LocalContext
         from support.events import api_event
 
         event = api_event(method, path, key=self.key, body=body, query=query, raw_body=raw_body, headers=headers)
-        wall, cpu = time.perf_counter(), time.thread_time()
-        result = self.handlers[surface](event, LocalContext(surface))
-        cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
+        request_record.SAMPLE_RATE = 1.0 if self.access_lines else 0.0
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            wall, cpu = time.perf_counter(), time.thread_time()
+            result = self.handlers[surface](event, LocalContext(surface))
+            cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
         if result["statusCode"] >= 400:
             raise RuntimeError(f"{method} {path}: {result['statusCode']} {result.get('body', '')[:300]}")
-        self.samples[(surface, label)].append((wall, cpu))
+        logged = sum(len(line.encode()) + CLOUDWATCH_EVENT_BYTES for line in out.getvalue().splitlines() if line)
+        if self.access_lines:
+            self.line_bytes[(surface, label)].append(logged)
+        self.samples[(surface, label)].append((wall, cpu, logged))
         return result
 
     def key_lookup(self, n: int) -> tuple[float, float]:
@@ -84,8 +105,19 @@ class Timer:
         return _median(runs)
 
 
-def _median(samples: list[tuple[float, float]]) -> tuple[float, float]:
+def _median(samples: list[tuple]) -> tuple[float, float]:
     return statistics.median(s[0] for s in samples), statistics.median(s[1] for s in samples)
+
+
+def _log_bytes(t: Timer, surface: str, label: str, samples: list[tuple]) -> float:
+    """The bytes a request of this label writes on average: what every one writes (its EMF record)
+    and, at the stack's default sampling rate, its access line in that record's place."""
+    from functions import request_record
+
+    quiet = statistics.mean(s[2] for s in samples)
+    full = t.line_bytes.get((surface, label))
+    line = statistics.mean(full) if full else quiet
+    return quiet + request_record.DEFAULT_SAMPLE_RATE * (line - quiet)
 
 
 def _json(r) -> dict:
@@ -197,16 +229,19 @@ def measure(url: str, key: str, reps: int) -> tuple[dict, dict, tuple[float, flo
     for (surface, n), name in names.items():
         cycle = CYCLES[surface]
         args = (state,) if surface == "durable" else ()
-        for _ in range(3):  # warm the path
+        t.access_lines = True  # warm the path, and measure each request's access line
+        for _ in range(3):
             cycle(t, n, name, *args)
+        t.access_lines = False
         t.samples.clear()
         count = max(10, reps // n)
         before, cpu_before = wal_lsn(url), server_cpu_s(url)
         for _ in range(count):
             cycle(t, n, name, *args)
         wal[(surface, n)] = ((wal_lsn(url) - before) / (count * n), (server_cpu_s(url) - cpu_before) / (count * n))
-        per_request[(surface, n)] = {label: (*_median(s), len(s) / count)
+        per_request[(surface, n)] = {label: (*_median(s), len(s) / count, _log_bytes(t, sf, label, s))
                                      for (sf, label), s in t.samples.items() if sf == surface}
+        t.line_bytes.clear()
         t.samples.clear()
     return per_request, wal, t.key_lookup(reps)
 
@@ -341,7 +376,7 @@ def surface_mix(per_request: dict, surface: str) -> tuple[float, float] | None:
     """A surface's (wall, cpu) per invocation over its cycles at batch 1 and 10, each request weighted
     by how often a cycle makes it."""
     rows = [(wall, cpu, calls) for (sf, n), requests in per_request.items() if sf == surface and n in (1, 10)
-            for wall, cpu, calls in requests.values()]
+            for wall, cpu, calls, _ in requests.values()]
     if not rows:
         return None
     total = sum(c for _, _, c in rows)
@@ -382,31 +417,32 @@ def report_sizing(rows: list[tuple]) -> None:
 
 def report(per_request: dict, wal: dict, key_lookup: tuple[float, float]) -> None:
     print("\n### Measured request durations (median) and the Lambda estimate (arm64, at each surface's size)\n")
-    print("| surface | batch | request | wall ms | CPU ms | billed ms |")
-    print("| --- | ---: | --- | ---: | ---: | ---: |")
+    print("| surface | batch | request | wall ms | CPU ms | billed ms | log bytes |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: |")
     for (surface, n), requests in per_request.items():
-        for label, (wall, cpu, calls) in requests.items():
+        for label, (wall, cpu, calls, logged) in requests.items():
             times = f" (x{calls:g})" if calls != 1 else ""
             print(f"| {surface} | {n} | {label}{times} | {wall * 1000:.2f} | {cpu * 1000:.2f} | "
-                  f"{lambda_ms(wall, cpu, sizes.surface_mb(surface))} |")
+                  f"{lambda_ms(wall, cpu, sizes.surface_mb(surface))} | {logged:.0f} |")
     print(f"| key resolution (inside every request above) | | warm key cache | {key_lookup[0] * 1000:.2f} | "
-          f"{key_lookup[1] * 1000:.2f} | |")
+          f"{key_lookup[1] * 1000:.2f} | | |")
     print("\n### What the database did per message (measured on the embedded server)\n")
     print("| surface | batch | WAL bytes | server CPU µs |")
     print("| --- | ---: | ---: | ---: |")
     for (surface, n), (wal_bytes, cpu_s) in wal.items():
         print(f"| {surface} | {n} | {wal_bytes:,.0f} | {cpu_s * 1e6:,.0f} |")
 
-    print("\n### One million messages (produced and consumed), USD\n")
-    print("| surface | batch | requests | API Gateway | Lambda requests | Lambda GB-s | Aurora ACU | RDS Proxy"
-          " | Aurora I/O | CloudWatch Logs | **total** | SQS |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    for (surface, n), requests in per_request.items():
-        c = per_million(requests, n, wal[(surface, n)], sizes.surface_mb(surface))
-        print(f"| {surface} | {n} | {c['requests']:,.0f} | {c['api']:.2f} | {c['lambda_req']:.2f} | "
-              f"{c['lambda_gb_s']:.2f} | {c['aurora_acu']:.2f} | {c['proxy']:.3f} | {c['aurora_io']:.3f} | "
-              f"{c['logs']:.2f} | "
-              f"**{c['total']:.2f}** | {sqs_per_million(n):.2f} |")
+    print("\n### One million messages (produced and consumed), USD, through each front door\n")
+    print("| surface | batch | door | requests | API Gateway | Lambda requests | Lambda GB-s | Aurora ACU"
+          " | RDS Proxy | Aurora I/O | log bytes per request | CloudWatch Logs | **total** | SQS |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for door in DOORS:
+        for (surface, n), requests in per_request.items():
+            c = per_million(requests, n, wal[(surface, n)], sizes.surface_mb(surface), door)
+            print(f"| {surface} | {n} | {door} | {c['requests']:,.0f} | {c['api']:.2f} | {c['lambda_req']:.2f} | "
+                  f"{c['lambda_gb_s']:.2f} | {c['aurora_acu']:.2f} | {c['proxy']:.3f} | {c['aurora_io']:.3f} | "
+                  f"{c['log_bytes_per_request']:.0f} | {c['logs']:.3f} | "
+                  f"**{c['total']:.2f}** | {sqs_per_million(n):.2f} |")
 
     print("\n### Database load: ACU above the floor for a steady 1,000 messages per second\n")
     print("| surface | batch 1 | batch 10 | batch 100 |")
@@ -429,11 +465,11 @@ def report(per_request: dict, wal: dict, key_lookup: tuple[float, float]) -> Non
     pgmq = PRICES["ec2_m7g_large_hour"] * HOURS_PER_MONTH + 100 * PRICES["ebs_gp3_gb_month"]
     print(f"\nself-hosted pgmq (one m7g.large, 100 GB gp3, no proxy, no HA): {pgmq:.2f} USD/month, about nothing"
           " per message until the instance is full")
-    for n in (1, 10):
-        c = per_million(per_request[("queues", n)], n, wal[("queues", n)], sizes.surface_mb("queues"))
-        extra = c["total"] - sqs_per_million(n)
-        print(f"queues at batch {n}: {c['total']:.2f} USD per million messages vs SQS {sqs_per_million(n):.2f}"
-              f" ({'+' if extra >= 0 else ''}{extra:.2f})")
+    print(f"SQS: {sqs_per_million(1):.2f} USD per million messages at batch 1, {sqs_per_million(10):.2f} at batch 10")
+    for door in DOORS:
+        for n in (1, 10):
+            c = per_million(per_request[("queues", n)], n, wal[("queues", n)], sizes.surface_mb("queues"), door)
+            print(f"queues at batch {n} via {door}: {c['total']:.2f} USD per million")
 
 
 def main() -> None:
@@ -441,6 +477,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     args = parser.parse_args()
     reps = 30 if args.quick else 400
+    os.environ["POWERTOOLS_METRICS_DISABLED"] = "false"  # as on Lambda: each request writes what it writes there
     configure(1)
     server, url = start_server(fast=False)
     try:

@@ -28,11 +28,12 @@ API_MEMORY_MB, AGENT_MEMORY_MB = 512, 256
 MB_PER_VCPU = 1769
 VCPU_PER_ACU = 0.25
 PROXY_HOP_MS = 1.0  # functions -> RDS Proxy -> Aurora, per request (one round trip on the hot paths)
-# What a request writes to CloudWatch Logs, each line's bytes + 26 per event as CloudWatch counts them: the
-# function's one line (133 bytes for a read, 170 for a send with its count: tests/platform/test_request_logs.py
-# measures them through the real handlers) and API Gateway's access line (about 147); no START/END/REPORT
-# (system log level WARN) and no second invocation (the surface resolves the key itself).
-LOG_BYTES_PER_REQUEST = 160 + 147
+# What a request writes to CloudWatch Logs is measured per request (each line's bytes + 26 per event, as
+# CloudWatch counts them): the function's own lines, captured from its handler (the EMF record of what it
+# counted; its access line at the sampling rate). Behind API Gateway its access line comes on top: about
+# 147 bytes + 26. No START/END/REPORT (system log level WARN), no second invocation (no authorizer).
+APIGW_ACCESS_LINE_BYTES = 147 + 26
+DOORS = ("api-gateway", "function-url")
 BATCHES = (1, 10, 100)
 MILLION = 1_000_000
 
@@ -43,25 +44,29 @@ def lambda_ms(wall: float, cpu: float, memory_mb: int, hop_ms: float = PROXY_HOP
     return math.ceil(cpu / share * 1000 + (wall - cpu) * 1000 + hop_ms)
 
 
-def per_million(requests: dict[str, tuple[float, float, float]], n: int,
-                db_per_msg: tuple[float, float], memory_mb: int = API_MEMORY_MB) -> dict[str, float]:
-    """Cost of a million messages through one surface (of memory_mb) at batch size n."""
+def per_million(requests: dict[str, tuple[float, float, float, float]], n: int,
+                db_per_msg: tuple[float, float], memory_mb: int = API_MEMORY_MB,
+                door: str = "api-gateway") -> dict[str, float]:
+    """Cost of a million messages through one surface (of memory_mb) at batch size n, through `door`;
+    `requests`: label -> (wall s, cpu s, calls per cycle, log bytes the function writes per call)."""
     wal_per_msg, db_cpu_per_msg = db_per_msg
     cycles = MILLION / n
-    reqs = cycles * sum(calls for _, _, calls in requests.values())
-    gb_s = 0.0
-    for wall, cpu, calls in requests.values():
+    reqs = cycles * sum(calls for _, _, calls, _ in requests.values())
+    gb_s = log_bytes = 0.0
+    for wall, cpu, calls, logged in requests.values():
         gb_s += cycles * calls * lambda_ms(wall, cpu, memory_mb) / 1000 * memory_mb / 1024
+        log_bytes += cycles * calls * (logged + (APIGW_ACCESS_LINE_BYTES if door == "api-gateway" else 0))
     acu_h = db_cpu_per_msg * MILLION / VCPU_PER_ACU / 3600
     out = {
         "requests": reqs,
-        "api": reqs / MILLION * PRICES["apigw_http_per_million"],
+        "api": reqs / MILLION * PRICES["apigw_http_per_million"] if door == "api-gateway" else 0.0,
         "lambda_req": reqs / MILLION * PRICES["lambda_request_per_million"],  # one invocation per request
         "lambda_gb_s": gb_s * PRICES["lambda_arm_gb_s"],
         "aurora_acu": acu_h * PRICES["aurora_acu_hour"],
         "proxy": acu_h * PRICES["proxy_acu_hour"],  # the proxy is billed on the database's ACU (above its floor)
         "aurora_io": wal_per_msg * MILLION / 4096 / MILLION * PRICES["aurora_io_per_million"],
-        "logs": reqs * LOG_BYTES_PER_REQUEST / 1e9 * PRICES["logs_ingest_gb"],
+        "logs": log_bytes / 1e9 * PRICES["logs_ingest_gb"],
+        "log_bytes_per_request": log_bytes / reqs,
         "acu_hours": acu_h,
     }
     out["total"] = sum(out[k] for k in ("api", "lambda_req", "lambda_gb_s", "aurora_acu", "proxy", "aurora_io", "logs"))

@@ -12,7 +12,8 @@ behind both doors. A body that is a `functions.streaming.StreamedBody`
 (an open SSE read) is written chunk by chunk as the handler produces it, until it ends or the
 invocation's deadline is near; a failure once the answer has begun is reported in the stream's
 trailers. A REST API's event (payload 1.0) is read as the HTTP API's payload 2.0 that the resolvers
-know, with the route and path parameters API Gateway would have matched.
+know, with the route and path parameters API Gateway would have matched (a Function URL's event is
+2.0 already, and `functions.door` finds its route).
 
 SnapStart: when Lambda initialises the function for a snapshot (AWS_LAMBDA_INITIALIZATION_TYPE
 `snap-start`), the hooks registered with `snapshot_restore_py` run before the snapshot and after
@@ -78,18 +79,15 @@ def streams(event: Any) -> bool:
 
 
 def http_api_event(event: Any) -> Any:
-    """A REST API's payload 1.0 event as the payload 2.0 the resolvers read, and either (a Function
-    URL's event is 2.0 already) with the route and path parameters of our route table, as API
-    Gateway's HTTP API would have matched them."""
-    if not isinstance(event, dict):
-        return event
-    if "httpMethod" in event:
-        event = _from_rest_api(event)
-    if "requestContext" not in event or event.get("routeKey") not in (None, "$default"):
+    """A REST API's payload 1.0 event as the payload 2.0 the resolvers read, with the route and path
+    parameters of our route table, as API Gateway's HTTP API would have matched them. Any other
+    event as it is (a Function URL's: `functions.door` finds its route)."""
+    if not isinstance(event, dict) or "httpMethod" not in event:
         return event
     from functions.routes import match
 
-    found = match(event["requestContext"]["http"]["method"], event.get("rawPath", "/"))
+    event = _from_rest_api(event)
+    found = match(event["requestContext"]["http"]["method"], event["rawPath"])
     if found is not None:
         route, params = found
         event["routeKey"] = event["requestContext"]["routeKey"] = route.route_key

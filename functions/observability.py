@@ -15,10 +15,10 @@ to the namespace NAMESPACE with the one dimension `service` = the function's log
 dashboard and alarms of the stack name exactly those (a test checks it).
 
 A surface function resolves its request's key itself (`functions.keys`, `resolve_keys=True`)
-before anything of the request is logged. With metrics on (on AWS), an API request writes one line
-when it ends (`functions.request_record`): its id, tenant, status, duration and what it counted (the
-stack's metric filters make those the surfaces' metrics; agents flush EMF records); a failure's
-error line carries the request as it came.
+before anything of the request is logged. With metrics on (on AWS), an API request writes at most
+one line when it ends (`functions.request_record`): its access line when it failed, was slow or was
+sampled, an EMF record of what it counted (exact, whatever is sampled; agents flush theirs too); a
+failure's error line carries the request as it came.
 
 The Tracer pulls in the X-Ray SDK (and botocore), a quarter of a second of cold start, so it is
 built only when tracing is on: on AWS unless POWERTOOLS_TRACE_DISABLED is set, never locally.
@@ -36,7 +36,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 
-from functions import request_record, snapstart
+from functions import door, request_record, snapstart
 
 
 def tracing_enabled() -> bool:
@@ -122,13 +122,20 @@ def instrument(service: str, request_id_prefix: str = "", *, resolve_keys: bool 
             outer = getattr(_current, "id", None), getattr(_current, "logger", None)
             _current.id, _current.logger = rid, logger
             status = 500
+            front = door.is_function_url() and door.serves(service)  # the front door's work is its own
             try:
-                if authenticate is not None:
+                result = door.admit(service, event) if front else None
+                if result is None and authenticate is not None:
                     authenticate(event)
                     tenant = request_keys(event)[1]
                 if tenant:
                     logger.thread_safe_append_keys(tenant=tenant)
-                result = inner(event, context)
+                if result is None and front:
+                    result = door.throttle(tenant)
+                if result is None:
+                    result = inner(event, context)
+                if front:
+                    result = door.with_cors(event, result)
                 tenant = tenant or request_keys(event)[1]  # a function that checks its own callers (SQS)
                 if isinstance(result, dict) and isinstance(result.get("statusCode"), int):
                     status = result["statusCode"]
@@ -141,10 +148,11 @@ def instrument(service: str, request_id_prefix: str = "", *, resolve_keys: bool 
                 logger.thread_safe_remove_keys(_KEYS)
                 if metrics_disabled:
                     pass
-                elif rid:  # an API request: its one line (see `functions.request_record`)
+                elif rid:  # an API request: at most one line (see `functions.request_record`)
                     ms = (time.perf_counter() - started) * 1000
-                    shown = request_record.request_line(event) if status >= 400 else None
-                    request_record.write(request_record.line(metrics, rid, tenant, status, ms, shown))
+                    line = request_record.record(metrics, event, rid, tenant, status, ms)
+                    if line:
+                        request_record.write(line)
                 elif metrics.metric_set:
                     metrics.flush_metrics()
             return _answer_with_id(result, rid) if rid else result

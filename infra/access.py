@@ -182,6 +182,10 @@ def environment(s: Settings, spec: Spec, ctx: Context) -> dict[str, pulumi.Input
         env.update(POSTBOX_DB_USER=APP_USER, POSTBOX_DB_IAM_AUTH="true")
     if spec.kind == SURFACE:
         env.update(
+            POSTBOX_FRONT_DOOR=s.front_door,
+            POSTBOX_CORS_ORIGINS=",".join(s.cors_allow_origins),
+            POSTBOX_LOG_SAMPLE_RATE=f"{s.log_sample_rate:g}",
+            POSTBOX_LOG_SLOW_MS=str(s.log_slow_ms),
             POSTBOX_DB_LISTEN_HOST=db.cluster_endpoint,
             POSTBOX_DB_LISTEN_USER=LISTEN_USER,
             POSTBOX_ENCRYPTION_KEYS_SECRET_ARN=ctx.secrets.keys.arn,

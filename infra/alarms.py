@@ -23,11 +23,12 @@ from infra.functions import Deployed
 from infra.settings import Settings
 
 PERIOD_S = 300
-NAMESPACE = "Postbox"  # functions.observability: the metrics' namespace (EMF and metric filters)
+NAMESPACE = "Postbox"  # functions.observability: the metrics' namespace (EMF records)
 OLDEST_MESSAGE_METRIC = "ConsumerOldestMessageAge"  # emitted by the consumer-dispatch agent
 
 
-def build(s: Settings, api: Api, fns: dict[str, Deployed], db: Database, failures: aws.sqs.Queue) -> aws.sns.Topic:
+def build(s: Settings, api: Api | None, fns: dict[str, Deployed], db: Database,
+          failures: aws.sqs.Queue) -> aws.sns.Topic:
     topic = aws.sns.Topic("alarms", name=f"{s.prefix}-alarms")
     if s.alarm_email:
         aws.sns.TopicSubscription("alarms-email", topic=topic.arn, protocol="email", endpoint=s.alarm_email)
@@ -52,9 +53,10 @@ def build(s: Settings, api: Api, fns: dict[str, Deployed], db: Database, failure
             ok_actions=actions,
         )
 
-    alarm("api-5xx", f"{s.prefix}-api-5xx",
-          "Postbox API answered 5xx (function errors, timeouts, integration failures)",
-          "AWS/ApiGateway", "5xx", {"ApiId": api.api.id}, s.alarm_5xx_threshold)
+    if api is not None:  # behind function URLs, each surface's errors alarm below is the API's
+        alarm("api-5xx", f"{s.prefix}-api-5xx",
+              "Postbox API answered 5xx (function errors, timeouts, integration failures)",
+              "AWS/ApiGateway", "5xx", {"ApiId": api.api.id}, s.alarm_5xx_threshold)
     for name, deployed in fns.items():
         fn = deployed.function
         # An agent or migration error is always news; a surface gets the API's threshold.

@@ -2,7 +2,7 @@
 
 Everything comes from the tables and the code: a row per surface of `functions.routes.FUNCTIONS`
 (requests, errors, p50/p99 latency, and the messages in and out that its handler module counts,
-published by `infra.metric_filters` from its request lines), the agents of
+from the EMF records its requests write), the agents of
 `functions.schedules.AGENTS` (runs, errors, what each one did), the database and the proxy. The
 Postbox metrics are found by reading each handler module's source: the service it passes to
 `instrument(...)` (the metrics' `service` dimension) and every `add_metric(name="...")`, so a
@@ -58,28 +58,28 @@ def _emf(handler: str) -> list:
 
 
 def tenant_query(s: Settings) -> str:
-    """Logs Insights over the surfaces' log groups: each tenant's requests (every request line carries
-    its tenant and status), summing every metric the surfaces count. Per-tenant figures without a
-    metric per tenant."""
+    """Logs Insights over the surfaces' log groups: each tenant's requests (the weights of its access
+    lines: a sampled line stands for 1/rate requests) and every metric the surfaces count (their EMF
+    records carry the tenant, sampled or not). Per-tenant figures without a metric per tenant."""
     sources = " | ".join(f"SOURCE '/aws/lambda/{s.prefix}-{name}'" for name in route_table.FUNCTIONS)
     names = list(dict.fromkeys(n for handler in route_table.FUNCTIONS.values() for n in emitted(handler)[1]))
     sums = "".join(f", sum({n}) as {n}" for n in names)
-    return (f"{sources} | filter ispresent(tenant) and ispresent(status)"
-            f" | stats count(*) as requests{sums} by tenant | sort requests desc | limit 20")
+    return (f"{sources} | filter ispresent(tenant)"
+            f" | stats sum(weight) as requests{sums} by tenant | sort requests desc | limit 20")
 
 
 def widgets(s: Settings, api_id, region, db_cluster: str, proxy: str, failures_queue: str) -> list[dict]:
     def fn(name: str) -> str:
         return f"{s.prefix}-{name}"
 
-    out = [
+    out = [  # behind function URLs (no API id) each surface's own row below is all there is
         _widget("API: requests and errors", [["AWS/ApiGateway", "Count", "ApiId", api_id],
                                              ["AWS/ApiGateway", "4xx", "ApiId", api_id],
                                              ["AWS/ApiGateway", "5xx", "ApiId", api_id]], region, width=12),
         _widget("API: latency p50 / p99", [["AWS/ApiGateway", "Latency", "ApiId", api_id, {"stat": "p50"}],
                                            ["AWS/ApiGateway", "Latency", "ApiId", api_id, {"stat": "p99"}]],
                 region, stat="p99", width=12),
-    ]
+    ] if api_id else []
     for surface, handler in route_table.FUNCTIONS.items():
         out.append(_widget(f"{surface}: requests and errors",
                            [_lambda(fn(surface), "Invocations"), _lambda(fn(surface), "Errors"),
@@ -113,9 +113,10 @@ def widgets(s: Settings, api_id, region, db_cluster: str, proxy: str, failures_q
     return out
 
 
-def build(s: Settings, api: Api, db: Database, failures: aws.sqs.Queue) -> aws.cloudwatch.Dashboard:
+def build(s: Settings, api: Api | None, db: Database, failures: aws.sqs.Queue) -> aws.cloudwatch.Dashboard:
     region = aws.get_region_output().region
-    body = pulumi.Output.all(api.api.id, region, db.cluster.cluster_identifier, db.proxy.name, failures.name).apply(
+    api_id = api.api.id if api else ""
+    body = pulumi.Output.all(api_id, region, db.cluster.cluster_identifier, db.proxy.name, failures.name).apply(
         lambda a: pulumi.Output.json_dumps({"widgets": widgets(s, *a)})
     )
     return aws.cloudwatch.Dashboard("dashboard", dashboard_name=s.prefix, dashboard_body=body)

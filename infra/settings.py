@@ -16,6 +16,12 @@ LOG_RETENTION_DAYS = {0, 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 54
                       3288, 3653}  # fmt: skip
 # Lambda's log levels (its JSON log format filters by them).
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL")
+# The front doors (functions.door) and what a stack gets unless its config says otherwise.
+API_GATEWAY, FUNCTION_URL = DOORS = ("api-gateway", "function-url")
+FUNCTION_URL_RESERVED_CONCURRENCY = 50  # per surface function, when its URL is the front door
+DEFAULT_LOG_SAMPLE_RATE = 0.01
+DEFAULT_LOG_SLOW_MS = 1000
+FUNCTION_TIMEOUT_MAX_S = 900  # Lambda's; behind API Gateway the integration's 30 s bound it first
 
 
 @dataclass(frozen=True)
@@ -47,9 +53,13 @@ class Settings:
     key_cache_seconds: int  # how long a function remembers a resolved key: the bound on a revocation
     consumer_function_pattern: str
     tracing: bool
-    # api
+    # api: the front door (API Gateway, or each surface function's own URL) and what it keeps
+    front_door: str  # api-gateway | function-url
     throttle_burst: int
     throttle_rate: float
+    cors_allow_origins: tuple[str, ...]  # function URLs' CORS: the origins browsers may call from
+    log_sample_rate: float  # the share of quick successful requests whose access line is written
+    log_slow_ms: int  # a request at least this slow always writes its access line
     # schedules
     agents_enabled: bool
     agent_retries: int  # async retries of a failed agent run before it lands in the failures queue
@@ -97,6 +107,7 @@ def load() -> Settings:
         return default if value is None else value
 
     deletion_protection = boolean("deletionProtection", not is_dev)
+    front_door = cfg.get("frontDoor") or API_GATEWAY
     s = Settings(
         stack=stack,
         prefix=cfg.get("namePrefix") or f"postbox-{stack}",
@@ -122,13 +133,19 @@ def load() -> Settings:
         key_cache_seconds=integer("keyCacheSeconds", 30),
         consumer_function_pattern=cfg.get("consumerFunctionPattern") or "postbox-consumer-*",
         tracing=boolean("tracing", False),
+        front_door=front_door,
         throttle_burst=integer("throttleBurst", 500),
+        cors_allow_origins=tuple(o.strip() for o in (cfg.get("corsAllowOrigins") or "*").split(",") if o.strip()),
+        log_sample_rate=number("logSampleRate", DEFAULT_LOG_SAMPLE_RATE),
+        log_slow_ms=integer("logSlowMs", DEFAULT_LOG_SLOW_MS),
         throttle_rate=number("throttleRate", 1000),
         agents_enabled=boolean("agentsEnabled", True),
         agent_retries=integer("agentRetries", 2),
         agent_reserved_concurrency=integer("agentReservedConcurrency", 2),
         dispatch_reserved_concurrency=integer("dispatchReservedConcurrency", 10),
-        api_reserved_concurrency=integer("apiReservedConcurrency", 0),
+        # Behind function URLs, each surface's reserved concurrency is what caps the API as a whole.
+        api_reserved_concurrency=integer("apiReservedConcurrency",
+                                         FUNCTION_URL_RESERVED_CONCURRENCY if front_door == FUNCTION_URL else 0),
         listen_connection_limit=integer("listenConnectionLimit", 100),
         app_secret_rotation_days=integer("appSecretRotationDays", 30),
         encryption_key_rotation_days=integer("encryptionKeyRotationDays", 90),
@@ -141,7 +158,7 @@ def load() -> Settings:
         alarm_pinned_connections=integer("alarmPinnedConnections", 5),
         alarm_oldest_message_seconds=integer("alarmOldestMessageSeconds", 300),
         stream_max_seconds=integer("streamMaxSeconds", 840),
-        durable_streaming_api=boolean("durableStreamingApi", True),
+        durable_streaming_api=boolean("durableStreamingApi", front_door == API_GATEWAY),
         snap_start=_functions(cfg.get("snapStart") or "none"),
     )
     _check(s)
@@ -172,9 +189,19 @@ def _check(s: Settings) -> None:
         raise ValueError("need 0 <= dbMinAcu <= dbMaxAcu")
     if s.db_instances < 1:
         raise ValueError("dbInstances must be at least 1")
+    if s.front_door not in DOORS:
+        raise ValueError(f"frontDoor must be one of {', '.join(DOORS)}")
     # API Gateway HTTP APIs cut every integration at 30 s; a long poll must end before the function.
-    if not 1 <= s.api_timeout_s <= 30:
+    if s.front_door == API_GATEWAY and not 1 <= s.api_timeout_s <= 30:
         raise ValueError("apiTimeoutSeconds must be 1..30 (the HTTP API integration limit)")
+    if not 1 <= s.api_timeout_s <= FUNCTION_TIMEOUT_MAX_S:
+        raise ValueError(f"apiTimeoutSeconds must be 1..{FUNCTION_TIMEOUT_MAX_S} (Lambda's limit)")
+    if not 0 <= s.log_sample_rate <= 1:
+        raise ValueError("logSampleRate must be 0..1 (the share of quick successful requests logged)")
+    if s.log_slow_ms < 0:
+        raise ValueError("logSlowMs must not be negative")
+    if not s.cors_allow_origins or len(s.cors_allow_origins) > 100:
+        raise ValueError("corsAllowOrigins must name 1..100 origins (or *)")
     if s.long_poll_ms >= s.api_timeout_s * 1000:
         raise ValueError("longPollMs must be shorter than apiTimeoutSeconds")
     # <prefix><tenant: 32 hex>-<name>: at least one character of <name> within Lambda's 64.

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pulumi
 
+from functions import routes as route_table
 from infra import (
     alarms,
     api,
@@ -14,9 +15,9 @@ from infra import (
     database,
     exports,
     failures,
+    function_urls,
     functions,
     layers,
-    metric_filters,
     migrate,
     network,
     schedules,
@@ -42,16 +43,23 @@ def build() -> dict[str, pulumi.Input]:
     export_bucket = exports.build(s)
     fns = functions.build(s, net, db, lyr, owned, failed_runs, run_migrations, export_bucket)
     secrets.rotate(s, owned, fns[functions.MIGRATE].function, migration[0])
-    http = api.build(s, fns)
+    # The front door: one API Gateway HTTP API in front of every surface, or each surface's own URL.
+    http = api.build(s, fns) if s.front_door == settings.API_GATEWAY else None
+    urls = function_urls.build(s, fns) if http is None else None
+    # Beside the HTTP API, which buffers, a REST API route that streams the durable surface (a function
+    # URL door streams on the durable surface's own URL).
     durable = fns["durable"]
     durable_stream_url = (streaming.build_rest_api(s, durable.function, durable.arn, durable.qualifier)
-                          if s.durable_streaming_api else None)
+                          if http is not None and s.durable_streaming_api else None)
     schedules.build(s, fns, failed_runs)
     topic = alarms.build(s, http, fns, db, failed_runs)
     board = dashboard.build(s, http, db, failed_runs)
-    metric_filters.build(fns)
     return {
-        "api_url": http.url,
+        "front_door": s.front_door,
+        # One base URL for the stack (API Gateway), or none and one per surface (function URLs).
+        "api_url": http.url if http else None,
+        "surface_urls": function_urls.base_urls(urls) if urls else http.url.apply(
+            lambda u: {name: u.rstrip("/") for name in route_table.FUNCTIONS}),
         "db_proxy_endpoint": db.endpoint,
         "db_secret_arn": db.secret_arn,
         "db_app_secret_arn": owned.app.arn,

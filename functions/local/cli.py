@@ -42,6 +42,8 @@ def _dev(args: argparse.Namespace) -> int:
     if args.long_poll_ms:
         os.environ["POSTBOX_LONG_POLL_MS"] = str(args.long_poll_ms)
     os.environ["POSTBOX_REQUEST_LOG"] = "0" if args.quiet else "1"  # read by every gateway worker process
+    if args.front_door:  # read by every worker process's gateway and by the functions it calls
+        os.environ["POSTBOX_FRONT_DOOR"] = args.front_door
     # SIGTERM (systemd, `docker stop`) stops Postbox as Ctrl-C does: the cleanup below runs (and
     # stops the worker processes, if any).
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
@@ -249,6 +251,10 @@ def parser() -> argparse.ArgumentParser:
                      or default_workers(),
                      help="gateway worker processes sharing the database, each with its own pool (POSTBOX_WORKERS;"
                           " the number of CPUs up to 4 when unset)")
+    dev.add_argument("--front-door", choices=["api-gateway", "function-url"],
+                     default=os.environ.get("POSTBOX_FRONT_DOOR") or None,
+                     help="act as API Gateway's HTTP API (the default) or as the surfaces' Lambda function URLs"
+                          " (their events, CORS preflights and limits; POSTBOX_FRONT_DOOR)")
     dev.add_argument("--quiet", action="store_true",
                      default=os.environ.get("POSTBOX_REQUEST_LOG", "").strip().lower() in ("0", "false", "no", "off"),
                      help="no request log (POSTBOX_REQUEST_LOG=0); otherwise each request prints one line on stderr:"

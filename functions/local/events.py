@@ -1,4 +1,5 @@
-"""Build the API Gateway HTTP API (payload 2.0) events a request becomes, and read responses back.
+"""Build the API Gateway HTTP API (payload 2.0) events a request becomes (or a Lambda function URL's,
+which share the format), and read responses back.
 
 The local gateway and the handler tests both use these, so what the handlers see locally is
 what API Gateway would send them.
@@ -32,6 +33,15 @@ def request_id() -> str:
     and across processes without a system call per request: a random per-process prefix (5 bytes)
     and a counter (6 bytes)."""
     return base64.b64encode(_ID_PREFIX[:5] + (next(_ID_COUNTER) & 0xFFFFFFFFFFFF).to_bytes(6, "big")).decode()
+
+
+FUNCTION_URL_ID = "local0000000000000000000000000000"  # a function URL's id: 32 characters
+
+
+def function_url_request_id() -> str:
+    """A function URL request id: a UUID (Lambda's invocation id), from the same prefix and counter."""
+    h = invocation_id()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def invocation_id() -> str:
@@ -72,7 +82,13 @@ def http_event(
     path_parameters: dict[str, str] | None = None,
     authorizer: dict[str, Any] | None = None,
     source_ip: str = "127.0.0.1",
+    function_url: bool = False,
 ) -> dict[str, Any]:
+    """The event API Gateway's HTTP API sends, or with `function_url` the one a Lambda function URL
+    sends (the same payload 2.0 shape, with no route: `routeKey` is `$default`, no `pathParameters`,
+    the URL's id where the API's is, and a request id that is a UUID)."""
+    if function_url:
+        route, path_parameters = None, None
     pairs = list(headers.items()) if isinstance(headers, dict) else list(headers or [])
     pairs = [(k.lower(), v) for k, v in pairs]
     cookies = [c.strip() for k, v in pairs if k == "cookie" for c in v.split(";") if c.strip()]
@@ -97,7 +113,7 @@ def http_event(
                 "sourceIp": source_ip,
                 "userAgent": header_map.get("user-agent", ""),
             },
-            "requestId": request_id(),
+            "requestId": function_url_request_id() if function_url else request_id(),
             "routeKey": route_key,
             "stage": "$default",
             "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
@@ -105,6 +121,10 @@ def http_event(
         },
         "isBase64Encoded": False,
     }
+    if function_url:
+        context = event["requestContext"]
+        context.update(apiId=FUNCTION_URL_ID, domainPrefix=FUNCTION_URL_ID,
+                       domainName=f"{FUNCTION_URL_ID}.lambda-url.us-east-1.on.aws")
     if cookies:
         event["cookies"] = cookies
     if query:

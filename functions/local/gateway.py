@@ -10,6 +10,12 @@ The limits are AWS's, so a user meets them here first: API Gateway takes bodies 
 Lambda events up to 6 MB (413 beyond either), and a function's answer over 6 MB fails as Lambda
 fails it (500). `/openapi.json` and `/docs` are the gateway's own (see `apidocs`).
 
+It acts as either front door (`POSTBOX_FRONT_DOOR`, `postbox dev --front-door`): API Gateway's HTTP
+API (the default), or the surfaces' Lambda function URLs, as if every surface's URL were served on
+this one port: a function URL's event (no route in it: the function finds its own, `functions.door`),
+its CORS preflight answered from the URLs' configuration before any function runs, its
+`x-amzn-requestid` on each answer, and no limit of API Gateway's own.
+
 Every invocation may stream its answer (`functions.streaming`), as behind AWS's streaming doors: an
 SSE read stays open and the server writes each event as it comes, for at most Lambda's 15 minutes.
 """
@@ -22,7 +28,7 @@ import logging
 import time
 from typing import Any
 
-from functions import streaming
+from functions import door, streaming
 from functions.api.common import RequestLocalResolver
 from functions.local import apidocs, requestlog
 from functions.local.events import HttpResponse, http_event, json_message, read_response
@@ -70,8 +76,13 @@ class LocalGateway:
     max_body_bytes = MAX_BODY_BYTES
 
     def __init__(self, timeout_s: float = 30.0, request_log: bool | None = None) -> None:
-        """`request_log`: one line per request on stderr (see `requestlog`); None asks the environment."""
+        """`request_log`: one line per request on stderr (see `requestlog`); None asks the environment.
+        The front door it acts as is the environment's (`POSTBOX_FRONT_DOOR`), which the functions
+        it calls read too."""
         self.timeout_s = timeout_s
+        self.function_url = door.is_function_url()
+        if self.function_url:
+            self.max_body_bytes = MAX_EVENT_BYTES  # no API Gateway: Lambda's own limit is the first
         self.request_log = requestlog.enabled() if request_log is None else request_log
         if self.request_log:
             requestlog.install()
@@ -114,14 +125,18 @@ class LocalGateway:
         docs = apidocs.serve(method, path)
         if docs is not None:
             return docs, None
-        found = match(method, path)
+        if self.function_url and method == "OPTIONS":
+            asked = door.preflight(dict(headers))
+            if asked is not None:  # the URL's CORS configuration answers it; no function runs
+                return read_response(asked), None
+        found = match(method, path)  # which surface's function (on function URLs: whose URL) serves it
         if found is None:
             return _NOT_FOUND, None
-        if len(body) > MAX_BODY_BYTES:
+        if len(body) > self.max_body_bytes:
             return TOO_LARGE, None
         route, params = found
         event = http_event(method, path, query=query, headers=headers, body=body, route=route,
-                           path_parameters=params, source_ip=source_ip)
+                           path_parameters=params, source_ip=source_ip, function_url=self.function_url)
         if _size(event) > MAX_EVENT_BYTES:
             return TOO_LARGE, None
         rid = event["requestContext"]["requestId"]
@@ -141,7 +156,7 @@ class LocalGateway:
             logger.error("%s answered %s %s with a header value HTTP cannot carry (not Latin-1) (request %s)",
                          route.function, method, path, rid)
             return _failed(rid), tenant_id
-        response.headers.append(("apigw-requestid", rid))  # as API Gateway does
+        response.headers.append(("x-amzn-requestid" if self.function_url else "apigw-requestid", rid))
         return response, tenant_id
 
     def too_large(self, method: str, path: str) -> HttpResponse:

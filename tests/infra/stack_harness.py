@@ -113,6 +113,8 @@ def _outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
         )
     elif typ == "aws:apigatewayv2/integration:Integration":
         out["id"] = f"integ-{name}"
+    elif typ == "aws:lambda/functionUrl:FunctionUrl":
+        out.update(functionUrl=f"https://{name}-0123456789abcdef.lambda-url.{REGION}.on.aws/", urlId=f"{name}-id")
     elif typ == "aws:apigatewayv2/stage:Stage":
         out.update(invokeUrl=f"https://api123.execute-api.{REGION}.amazonaws.com/")
     return out

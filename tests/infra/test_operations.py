@@ -235,23 +235,15 @@ def test_dashboard_follows_the_tables(monkeypatch):
     assert ["AWS/Lambda", "Invocations", "FunctionName", "postbox-prod-extra"] in metrics
 
 
-def test_every_counted_surface_metric_has_its_metric_filter(prod: StackRun):
-    """A surface's request line carries its counts; a filter per (surface, metric) publishes each to
-    Postbox/<metric> with the `service` dimension, the metric the dashboard shows."""
-    filters = prod.of_type("aws:cloudwatch/logMetricFilter:LogMetricFilter")
-    emitted = emitted_by_code()
-    groups = {g.name.removeprefix("logs-"): g.inputs["name"] for g in prod.of_type("aws:cloudwatch/logGroup:LogGroup")}
-    expected = {(groups[svc], name) for svc in route_table.FUNCTIONS for name in emitted.get(svc, ())}
-    assert {(f.inputs["logGroupName"], f.inputs["metricTransformation"]["name"]) for f in filters} == expected
-    assert len(expected) >= 5
-    for f in filters:
-        t = f.inputs["metricTransformation"]
-        assert t["namespace"] == "Postbox" and t["dimensions"] == {"service": "$.service"}
-        assert t["value"] == f"$.{t['name']}" and f.inputs["pattern"] == f"{{ $.{t['name']} >= 0 }}"
+def test_surface_metrics_come_from_their_emf_records_not_log_filters(prod: StackRun):
+    """A surface's counts go out as EMF records (exact whatever its access lines sample): a metric
+    filter on the same names would count them twice."""
+    assert not prod.of_type("aws:cloudwatch/logMetricFilter:LogMetricFilter")
 
 
 def test_the_tenant_widget_queries_the_surfaces_logs_for_emitted_metrics(prod: StackRun):
-    """Per-tenant figures come from Logs Insights over the request lines (each carries its tenant)."""
+    """Per-tenant figures come from Logs Insights over the access lines' weights and the EMF records
+    (each carries its tenant)."""
     _, widgets = dashboard_metrics(prod)
     (widget,) = [w for w in widgets if w["type"] == "log"]
     query = widget["properties"]["query"]
@@ -259,7 +251,7 @@ def test_the_tenant_widget_queries_the_surfaces_logs_for_emitted_metrics(prod: S
     assert sources == [f"/aws/lambda/postbox-prod-{name}" for name in route_table.FUNCTIONS]
     groups = {g.inputs["name"] for g in prod.of_type("aws:cloudwatch/logGroup:LogGroup")}
     assert set(sources) <= groups
-    summed = set(re.findall(r"sum\((\w+)\)", query))
+    summed = set(re.findall(r"sum\((\w+)\)", query)) - {"weight"}
     emitted = emitted_by_code()
     assert summed == {n for svc in route_table.FUNCTIONS for n in emitted.get(svc, ())}
-    assert "by tenant" in query
+    assert "by tenant" in query and "sum(weight) as requests" in query

@@ -247,7 +247,9 @@ def test_function_environment(prod: StackRun):
             expected.update(POSTBOX_DB_USER="postbox_app", POSTBOX_DB_IAM_AUTH="true")
         if name in route_table.FUNCTIONS:
             expected.update(POSTBOX_DB_LISTEN_HOST=CLUSTER_ENDPOINT, POSTBOX_DB_LISTEN_USER="postbox_listen",
-                            POSTBOX_ENCRYPTION_KEYS_SECRET_ARN=keys_secret, POSTBOX_KEY_CACHE_SECONDS="30")
+                            POSTBOX_ENCRYPTION_KEYS_SECRET_ARN=keys_secret, POSTBOX_KEY_CACHE_SECONDS="30",
+                            POSTBOX_FRONT_DOOR="api-gateway", POSTBOX_CORS_ORIGINS="*",
+                            POSTBOX_LOG_SAMPLE_RATE="0.01", POSTBOX_LOG_SLOW_MS="1000")
         if name in queue_surfaces() | {"consumer-dispatch"}:
             expected["POSTBOX_CONSUMER_DISPATCH_FUNCTION"] = "postbox-prod-consumer-dispatch"
         if name in queues_surface() | {"consumer-dispatch"}:  # the queues API checks a consumer's name

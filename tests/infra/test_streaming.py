@@ -68,9 +68,18 @@ def test_the_streaming_rest_api_can_be_left_out():
     assert run.of_type(REST) == [] and run.exports["durable_stream_url"] is None
 
 
-def test_a_function_url_of_the_durable_surface_streams():
+def test_on_the_function_url_door_the_durable_surfaces_url_streams_and_no_rest_api_is_made():
+    run = run_stack("prod", {"frontDoor": "function-url", "snapStart": "durable"})
+    urls = {u.name.removeprefix("url-"): u for u in run.of_type("aws:lambda/functionUrl:FunctionUrl")}
+    assert set(urls) == set(route_table.FUNCTIONS)
+    assert urls["durable"].inputs["invokeMode"] == "RESPONSE_STREAM"
+    assert {u.inputs["invokeMode"] for name, u in urls.items() if name != "durable"} == {"BUFFERED"}
+    assert urls["durable"].inputs["qualifier"] == "live" and "qualifier" not in urls["queues"].inputs
+    perms = {p.name: p for p in run.of_type(PERMISSION)}
+    assert perms["url-invoke-durable"].inputs["qualifier"] == "live"
+    assert perms["url-invoke-function-durable"].inputs["qualifier"] == "live"
+    assert run.of_type(REST) == [] and run.exports["durable_stream_url"] is None
     assert streaming.invoke_mode("durable") == "RESPONSE_STREAM"
-    assert {streaming.invoke_mode(n) for n in route_table.FUNCTIONS if n != "durable"} == {"BUFFERED"}
 
 
 def test_snapstart_publishes_the_named_surfaces_and_every_door_invokes_their_alias():

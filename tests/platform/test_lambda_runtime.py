@@ -90,8 +90,10 @@ def test_an_sse_read_from_the_rest_api_streams_each_append_as_it_lands(api, runt
     assert answer.raw.rstrip().endswith(b'"streamClosed":true}') and answer.trailers == {}
 
 
-def test_a_function_url_read_is_routed_as_api_gateway_would_and_answered_whole(api, runtime_api):
+def test_a_function_url_read_is_routed_as_api_gateway_would_and_answered_whole(api, runtime_api, monkeypatch):
     from functions.api.durable.app import handler
+
+    monkeypatch.setenv("POSTBOX_FRONT_DOOR", "function-url")  # the stack's door: the function finds the route
 
     name = f"rt-{uuid.uuid4().hex[:8]}"
     assert api.put(f"/v1/stream/{name}", content=b'{"a": 1}', headers={"content-type": "application/json"}

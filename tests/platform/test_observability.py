@@ -53,5 +53,6 @@ def test_a_metric_record_never_carries_the_previous_requests_tenant(capsys, monk
     handler(_event("req-1", "tenant-a"), LocalContext("observability-test"))
     handler(_event("req-2", None), LocalContext("observability-test"))
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
-    assert [(r["correlation_id"], r.get("tenant"), r["Probe"]) for r in records] == [
-        ("req-1", "tenant-a", 1), ("req-2", None, 1)]
+    assert [(r.get("tenant"), r["Probe"], r["service"]) for r in records] == [
+        ("tenant-a", 1, "observability-test"), (None, 1, "observability-test")]
+    assert all(r["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "Postbox" for r in records)

@@ -1,10 +1,10 @@
 """What a request writes to CloudWatch Logs, measured through the real handlers in an interpreter set
-up as Lambda's (metrics on, Lambda's JSON log level INFO): a successful hot-path request writes one
-line of at most 300 bytes (counted as CloudWatch does: the line's bytes and 26 per event), with its
-correlation id, tenant, status and duration, and what it counted for the dashboard's metric
-filters; an error keeps its whole story (the exception and the request). Lambda's own
-START/END/REPORT lines are dropped by the function's system log level (WARN), which tests/infra
-checks on every function, with the metric filters."""
+up as Lambda's (metrics on, Lambda's JSON log level INFO): a quick successful request writes nothing
+of its own but the EMF record of what it counted (one per invocation, its counts exact); its access
+line (correlation id, caller's address, request, status, duration, tenant) is written when it failed,
+was slow, or was drawn by the sampling rate; an error keeps its whole story (the exception and the
+request). Lambda's own START/END/REPORT lines are dropped by the function's system log level (WARN),
+which tests/infra checks on every function."""
 
 from __future__ import annotations
 
@@ -18,8 +18,10 @@ from functions.local.lambda_context import LocalContext
 from support.events import api_event
 from support.lambda_process import logged_bytes, run
 
-BUDGET = 300
+BUDGET = 300  # an EMF record of a request's counts, as CloudWatch counts it
+LINE_BUDGET = 420  # an access line that is also the EMF record of what the request counted
 W = "/v1/modules/scaiqueue"
+EVERY_LINE = {"POSTBOX_LOG_SAMPLE_RATE": "1"}
 
 
 def _in_process(handler, event) -> dict:
@@ -33,20 +35,42 @@ def _lines(output: str) -> list[dict]:
     return [json.loads(line) for line in output.splitlines() if line]
 
 
-def _lean(tenant, answer, output: str, metric: str | None = None, service: str | None = None) -> dict:
-    """The one line a successful request wrote, checked; returned for further checks."""
+def _emf(record: dict, metric: str, service: str) -> None:
+    """An embedded-metric-format record of `metric` in the namespace Postbox, dimension `service`."""
+    (directive,) = record["_aws"]["CloudWatchMetrics"]
+    assert directive["Namespace"] == "Postbox" and directive["Dimensions"] == [["service"]]
+    assert metric in [m["Name"] for m in directive["Metrics"]]
+    assert record["service"] == service and isinstance(record[metric], int) and record[metric] >= 1
+
+
+def _lean(tenant, answer, output: str, metric: str | None = None, service: str | None = None) -> dict | None:
+    """What a quick successful request wrote when not sampled: nothing, or the EMF record of its count
+    (with its tenant, for per-tenant sums); returned for further checks."""
     assert answer.get("statusCode", 500) < 400, answer
+    lines = _lines(output)
+    if metric is None:
+        assert lines == [], output
+        return None
     assert logged_bytes(output) <= BUDGET, (logged_bytes(output), output)
+    (record,) = lines
+    _emf(record, metric, service)
+    assert record["tenant"] == tenant.tenant_id and "status" not in record
+    return record
+
+
+def _access(tenant, answer, output: str, metric: str | None = None, service: str | None = None) -> dict:
+    """The access line a request wrote (sampled, slow or failed), checked; returned for further checks."""
+    assert logged_bytes(output) <= LINE_BUDGET, (logged_bytes(output), output)
     (line,) = _lines(output)
     request_id = answer["headers"]["X-Request-Id"]
     assert (line["correlation_id"], line["tenant"], line["status"]) == (request_id, tenant.tenant_id,
                                                                         answer["statusCode"])
+    assert line["ip"] == "127.0.0.1" and line["request"].split(" ")[0] in ("GET", "POST")
     assert isinstance(line["ms"], int | float) and line["ms"] >= 0
-    if metric:  # what the stack's metric filter for it reads: the count and the `service` dimension
-        assert line[metric] >= 1 and line["service"] == service
-        assert isinstance(line[metric], int)
+    if metric:
+        _emf(line, metric, service)
     else:
-        assert "service" not in line
+        assert "_aws" not in line and "service" not in line
     return line
 
 
@@ -116,7 +140,7 @@ def test_work_hot_paths_write_one_short_line_each(tenant, database_url, tmp_path
         api_event("POST", f"{base}/{queue['id']}/messages", key=tenant.key, body={"body": "one"}),
         api_event("POST", f"{base}/{queue['id']}/messages/claim", key=tenant.key, body={"batch_size": 5}),
     ], database_url, tmp_path)
-    assert _lean(tenant, *published)["correlation_id"].startswith("req_")
+    _lean(tenant, *published)
     _lean(tenant, *claimed)
     items = [{"id": m["id"], "claim_token": m["claim_token"]} for m in json.loads(claimed[0]["body"])["data"]]
     ((completed, output),) = run("functions.api.work.app.handler", [
@@ -135,7 +159,7 @@ def test_a_refusal_writes_one_line_naming_the_request(tenant, database_url, tmp_
         assert answer["statusCode"] == status
         (line,) = _lines(output)
         assert line["status"] == status and line["correlation_id"] == answer["headers"]["X-Request-Id"]
-        assert logged_bytes(output) <= BUDGET
+        assert logged_bytes(output) <= BUDGET and line["weight"] == 1
     assert _lines(missing[1])[0]["request"] == "POST /api/v1/queues/nowhere/send"
     assert "tenant" not in _lines(keyless[1])[0] and _lines(keyless[1])[0]["request"] == "GET /api/v1/queues"
 
@@ -176,3 +200,46 @@ def test_a_handler_that_raises_keeps_its_story_too(tenant, database_url, tmp_pat
     assert (error["request"]["method"], error["request"]["path"]) == ("GET", f"{W}/scopes")
     (record,) = [x for x in lines if "status" in x]
     assert record["status"] == 500 and record["correlation_id"] == error["correlation_id"]
+
+
+def test_a_sampled_request_writes_its_access_line_with_its_counts(tenant, database_url, tmp_path):
+    """At a sampling rate of 1 every request writes its access line; one that counted something
+    makes that line its EMF record too (one line, not two)."""
+    _in_process(queues, api_event("POST", "/api/v1/queues", key=tenant.key, body={"name": "sampled"}))
+    sent, read = run("functions.api.queues.app.handler", [
+        api_event("POST", "/api/v1/queues/sampled/send_batch", key=tenant.key,
+                  body={"messages": [{"n": i} for i in range(10)]}),
+        api_event("POST", "/api/v1/queues/sampled/read", key=tenant.key, body={"qty": 1, "vt": 30}),
+    ], database_url, tmp_path, env=EVERY_LINE)
+    assert _access(tenant, *sent, metric="MessagesSent", service="queues")["MessagesSent"] == 10
+    assert _access(tenant, *read)["request"] == "POST /api/v1/queues/sampled/read"
+    scope = _in_process(work, api_event("POST", f"{W}/scopes", key=tenant.key, body={"slug": "sampled"}))["data"]
+    ((listed, output),) = run("functions.api.work.app.handler", [
+        api_event("GET", f"{W}/scopes/{scope['id']}/queues", key=tenant.key),
+    ], database_url, tmp_path, env=EVERY_LINE)
+    assert _access(tenant, listed, output)["correlation_id"].startswith("req_")
+
+
+def test_a_slow_request_always_writes_its_access_line(tenant, database_url, tmp_path):
+    _in_process(queues, api_event("POST", "/api/v1/queues", key=tenant.key, body={"name": "slow"}))
+    ((read, output),) = run("functions.api.queues.app.handler", [
+        api_event("POST", "/api/v1/queues/slow/read", key=tenant.key, body={"qty": 1, "vt": 30}),
+    ], database_url, tmp_path, env={"POSTBOX_LOG_SLOW_MS": "0"})
+    assert _access(tenant, read, output)["weight"] == 1
+
+
+def test_sampling_keeps_the_metrics_exact(tenant, database_url, tmp_path):
+    """Half the access lines are drawn, every count is kept: the records' counts add up to what was
+    sent, and a sampled line stands for 1/rate requests (its weight, which per-tenant counts add up)."""
+    _in_process(queues, api_event("POST", "/api/v1/queues", key=tenant.key, body={"name": "exact"}))
+    sizes = [1 + i % 4 for i in range(40)]
+    outputs = run("functions.api.queues.app.handler", [
+        api_event("POST", "/api/v1/queues/exact/send_batch", key=tenant.key,
+                  body={"messages": [{"n": j} for j in range(n)]}) for n in sizes
+    ], database_url, tmp_path, env={"POSTBOX_LOG_SAMPLE_RATE": "0.5"})
+    records = [line for _, output in outputs for line in _lines(output)]
+    assert len(records) == len(sizes)  # one per invocation: an access line or a bare EMF record
+    assert sum(r["MessagesSent"] for r in records) == sum(sizes)
+    sampled = [r for r in records if "status" in r]
+    assert 0 < len(sampled) < len(sizes) and all(r["weight"] == 2 for r in sampled)
+    assert all(r["tenant"] == tenant.tenant_id for r in records)

@@ -4,7 +4,7 @@ for a fresh tenant."""
 from __future__ import annotations
 
 import pytest
-from sqs_clients import sqs_client
+from sqs_clients import query_sqs_client, sqs_client, write_query_model
 
 from postbox.sqs import credentials
 
@@ -31,3 +31,21 @@ def sqs(gateway, mint):
 def client_for(gateway, mint):
     """client_for(role) -> a boto3 SQS client of the same tenant with a credential of that role."""
     return lambda role="manage", **kw: sqs_client(gateway.url, mint(role, **kw))
+
+
+@pytest.fixture(scope="session")
+def query_model_path(tmp_path_factory):
+    """A botocore data path holding SQS's model in its Query form."""
+    return write_query_model(tmp_path_factory.mktemp("botocore-query-data"))
+
+
+@pytest.fixture(params=["json", "query"])
+def any_sqs(request, gateway, mint, query_model_path):
+    """An SQS client of a fresh tenant (manage credential) speaking JSON 1.0 (boto3), then Query (botocore)."""
+    credential = mint("manage")
+    if request.param == "json":
+        client = sqs_client(gateway.url, credential)
+    else:
+        client = query_sqs_client(gateway.url, credential, query_model_path)
+    client.protocol = request.param
+    return client

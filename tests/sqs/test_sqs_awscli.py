@@ -56,3 +56,26 @@ def test_a_walk_through_with_the_aws_cli(aws):
     assert attrs["ApproximateNumberOfMessages"] == "0"
     aws("delete-queue", "--queue-url", url)
     assert "NonExistentQueue" in aws("get-queue-url", "--queue-name", "cli-walk", ok=False)
+
+
+def test_attribute_spellings_and_permissions_with_the_aws_cli(aws):
+    url = aws("create-queue", "--queue-name", "cli-attrs.fifo", "--attributes",
+              "FifoQueue=True,ContentBasedDeduplication=True,DeduplicationScope=messageGroup,"
+              "FifoThroughputLimit=perMessageGroupId")["QueueUrl"]
+    attrs = aws("get-queue-attributes", "--queue-url", url, "--attribute-names", "All")["Attributes"]
+    assert attrs["FifoQueue"] == attrs["ContentBasedDeduplication"] == attrs["SqsManagedSseEnabled"] == "true"
+    for group in ("a", "b", "a"):
+        aws("send-message", "--queue-url", url, "--message-body", "same", "--message-group-id", group)
+    assert aws("get-queue-attributes", "--queue-url", url, "--attribute-names", "ApproximateNumberOfMessages")[
+        "Attributes"]["ApproximateNumberOfMessages"] == "2"
+    aws("add-permission", "--queue-url", url, "--label", "partner", "--aws-account-ids", "111122223333",
+        "--actions", "SendMessage", "ReceiveMessage")
+    policy = json.loads(aws("get-queue-attributes", "--queue-url", url, "--attribute-names", "Policy")[
+        "Attributes"]["Policy"])
+    assert policy["Statement"][0]["Action"] == ["SQS:SendMessage", "SQS:ReceiveMessage"]
+    aws("remove-permission", "--queue-url", url, "--label", "partner")
+    assert "can't find label" in aws("remove-permission", "--queue-url", url, "--label", "partner", ok=False)
+    assert "InvalidParameterValue" in aws("create-queue", "--queue-name", "cli-plain.fifo", ok=False)
+    aws("delete-queue", "--queue-url", url)
+    assert "QueueDeletedRecently" in aws("create-queue", "--queue-name", "cli-attrs.fifo", "--attributes",
+                                         "FifoQueue=true", ok=False)

@@ -18,7 +18,7 @@ VALUES = [None, True, -1, 2**70, 1.5, "", "x" * 300, "\u0000", [], [1, "a", None
 
 def test_every_parameter_with_values_of_every_type(gateway, mint, sqs):
     url = sqs.create_queue(QueueName="shapes")["QueueUrl"]
-    fifo = sqs.create_queue(QueueName="shapes.fifo")["QueueUrl"]
+    fifo = sqs.create_queue(QueueName="shapes.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
     credential = mint("manage")
     signer = SigV4Auth(Credentials(credential["access_key_id"], credential["secret_access_key"]), "sqs", "us-east-1")
     statuses = set()

@@ -88,9 +88,12 @@ def test_attributes_read_and_set(sqs):
     assert got["Attributes"] == {"VisibilityTimeout": "10", "DelaySeconds": "0"}
     assert code(error_of(sqs.set_queue_attributes, QueueUrl=url, Attributes={"Bogus": "1"})) == "InvalidAttributeName"
     for bad in ({"VisibilityTimeout": "43201"}, {"DelaySeconds": "-1"}, {"MaximumMessageSize": "12"},
-                {"RedrivePolicy": "{not json"}, {"ContentBasedDeduplication": "true"}):
+                {"ContentBasedDeduplication": "true"}):
         assert code(error_of(sqs.set_queue_attributes, QueueUrl=url, Attributes=bad)) in (
             "InvalidAttributeValue", "InvalidAttributeName")
+    # SQS answers a redrive policy it cannot read with InvalidParameterValue
+    assert code(error_of(sqs.set_queue_attributes, QueueUrl=url, Attributes={"RedrivePolicy": "{not json"})) == \
+        "InvalidParameterValue"
     assert code(error_of(sqs.get_queue_attributes, QueueUrl=url, AttributeNames=["Nope"])) == "InvalidAttributeName"
 
 

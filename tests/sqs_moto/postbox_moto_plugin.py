@@ -3,11 +3,12 @@ Postbox's SQS endpoint, in the pytest process that test_moto_sqs_suite.py starts
 
 moto's server mode sends every boto3 client to `TEST_SERVER_MODE_ENDPOINT` (our `<base>/sqs`) and,
 when a `mock_aws` context starts, resets the server with `POST /moto-api/reset`. Postbox has no such
-route: here the reset deletes the tenant's queues through the SQS API instead, so each test starts
-with an empty account as it does on moto; and `mock_aws` keeps the environment's credential (a
-Postbox credential minted for the run) where it would set moto's fake one. The random queue names
-moto's tests draw from uuid4 start with a letter here, as a Postbox queue name must; nothing else of
-a test is changed. moto's conftest is not loaded (`--noconftest`): its
+route: here the reset deletes the tenant's queues instead, so each test starts with an empty account
+as it does on moto (through the queues API: a deletion through SQS would hold each name for SQS's
+minute, QueueDeletedRecently, where moto's reset forgets every queue at once); and `mock_aws` keeps
+the environment's credential (a Postbox credential minted for the run) where it would set moto's fake
+one. The random queue names moto's tests draw from uuid4 start with a letter here, as a Postbox queue
+name must; nothing else of a test is changed. moto's conftest is not loaded (`--noconftest`): its
 `account_id` fixture asks moto's STS; ours answers the tenant's account id. The tests not run, and
 why, are listed once, in `moto_excluded.EXCLUDED`.
 """
@@ -19,6 +20,7 @@ import os
 import uuid
 
 import boto3
+import httpx
 import moto.core.models
 import pytest
 from moto.core.config import default_user_config
@@ -31,8 +33,9 @@ def _sqs():
 
 
 def delete_every_queue() -> None:
-    """moto's reset, on Postbox: every queue of the tenant deleted. Queues that name a dead-letter
-    queue lose their RedrivePolicy first (Postbox keeps a dead-letter queue while a queue names it)."""
+    """moto's reset, on Postbox: every queue of the tenant deleted (through the queues API, which leaves
+    a name free at once). Queues that name a dead-letter queue lose their RedrivePolicy first (Postbox
+    keeps a dead-letter queue while a queue names it)."""
     sqs = _sqs()
     urls = [url for page in sqs.get_paginator("list_queues").paginate(MaxResults=1000)
             for url in page.get("QueueUrls", [])]
@@ -40,12 +43,15 @@ def delete_every_queue() -> None:
         policy = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["RedrivePolicy"])
         if policy.get("Attributes", {}).get("RedrivePolicy"):
             sqs.set_queue_attributes(QueueUrl=url, Attributes={"RedrivePolicy": ""})
-    for url in urls:
-        sqs.delete_queue(QueueUrl=url)
+    with httpx.Client(base_url=os.environ["POSTBOX_QUEUES_URL"], headers={"apikey": os.environ["POSTBOX_API_KEY"]},
+                      timeout=60) as api:
+        for url in urls:
+            api.delete(f"/{url.rsplit('/', 1)[-1]}").raise_for_status()
 
 
 def pytest_configure(config):
-    for name in ("TEST_SERVER_MODE_ENDPOINT", "AWS_ACCESS_KEY_ID", "POSTBOX_ACCOUNT_ID"):
+    for name in ("TEST_SERVER_MODE_ENDPOINT", "AWS_ACCESS_KEY_ID", "POSTBOX_ACCOUNT_ID", "POSTBOX_QUEUES_URL",
+                 "POSTBOX_API_KEY"):
         if not os.environ.get(name):
             pytest.exit(f"{name} is not set: run moto's SQS tests through tests/sqs_moto/test_moto_sqs_suite.py", 2)
     moto.core.models.ServerModeMockAWS.reset = lambda self: delete_every_queue()

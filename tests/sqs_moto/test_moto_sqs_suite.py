@@ -85,6 +85,8 @@ def test_moto_sqs_tests_pass_against_postbox(gateway, tenant, tmp_path):
         "AWS_SECRET_ACCESS_KEY": pair["secret_access_key"],
         "AWS_DEFAULT_REGION": identity.region(),
         "POSTBOX_ACCOUNT_ID": identity.account_id(tenant.tenant_id),
+        "POSTBOX_QUEUES_URL": f"{gateway.url}/api/v1/queues",  # the reset deletes there (see the plugin)
+        "POSTBOX_API_KEY": tenant.key,
         "PYTHONPATH": os.pathsep.join([str(HERE), str(suite)]),
         "PYTHONDONTWRITEBYTECODE": "1",
         "POSTBOX_MOTO_DESELECTED": str(deselected),

@@ -25,21 +25,25 @@ def logged_bytes(output: str) -> int:
 
 
 def run(dotted: str, events: list[dict], database_url: str, tmp: Path, fault: str | None = None,
-        ) -> list[tuple[Any, str]]:
+        env: dict[str, str] | None = None) -> list[tuple[Any, str]]:
     """[(answer, what that invocation wrote to stdout and stderr)] for each event, in order.
-    `fault` ("module:function") makes that function raise, as a bug of ours would."""
+    `fault` ("module:function") makes that function raise, as a bug of ours would; `env` adds to the
+    function's environment (its log sampling rate: none of the successful requests' lines unless set)."""
+    extra = {"POSTBOX_LOG_SAMPLE_RATE": "0", **(env or {})}
     (tmp / "events.json").write_text(json.dumps(events))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("POWERTOOLS_", "POSTBOX_"))}
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("POWERTOOLS_", "POSTBOX_"))}
     service = dotted.split(".")[2].replace("_", "-")
-    env.update(
+    environment.update(extra)
+    environment.update(
         DATABASE_URL=database_url, AWS_LAMBDA_FUNCTION_NAME=f"postbox-test-{service}", AWS_REGION="us-east-1",
         AWS_LAMBDA_LOG_FORMAT="JSON", AWS_LAMBDA_LOG_LEVEL="INFO", POWERTOOLS_TRACE_DISABLED="true",
         POWERTOOLS_SERVICE_NAME=service, POWERTOOLS_METRICS_NAMESPACE="Postbox",
         POSTBOX_ENCRYPTION_KEY="MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=", PYTHONPATH=os.pathsep.join(sys.path),
     )
     if fault:
-        env[FAULT] = fault
-    done = subprocess.run([sys.executable, "-X", "utf8", "-m", "support.lambda_process", dotted, str(tmp)], env=env,
+        environment[FAULT] = fault
+    done = subprocess.run([sys.executable, "-X", "utf8", "-m", "support.lambda_process", dotted, str(tmp)],
+                          env=environment,
                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, done.stderr[-3000:]
     answers = json.loads((tmp / "answers.json").read_text())

@@ -16,7 +16,8 @@ from .work import AsyncWork, Work
 
 class Client:
     """Sync client. URL and key come from the arguments, else POSTBOX_URL / POSTBOX_KEY, else the
-    config file (see `postbox_client.config`).
+    config file (see `postbox_client.config`); `urls` (or POSTBOX_URLS) gives each surface its own
+    URL, for a stack whose front door is the surfaces' function URLs.
 
         with Client() as pb:
             pb.queues.send("welcome", {"to": "ada@example.com"})
@@ -24,8 +25,8 @@ class Client:
 
     def __init__(self, url: str | None = None, key: str | None = None, *, profile: str | None = None,
                  project: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 retry: RetryPolicy | None = None, **http: Any) -> None:
-        self.transport = Transport(url, key, profile=profile, timeout_s=timeout_s, retry=retry, **http)
+                 retry: RetryPolicy | None = None, urls: dict[str, str] | None = None, **http: Any) -> None:
+        self.transport = Transport(url, key, profile=profile, timeout_s=timeout_s, retry=retry, urls=urls, **http)
         self.url, self.key = self.transport.url, self.transport.key
         self.queues = Queues(self.transport)
         self.partitioned = Partitioned(self.transport)
@@ -53,8 +54,9 @@ class AsyncClient:
 
     def __init__(self, url: str | None = None, key: str | None = None, *, profile: str | None = None,
                  project: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
-                 retry: RetryPolicy | None = None, **http: Any) -> None:
-        self.transport = AsyncTransport(url, key, profile=profile, timeout_s=timeout_s, retry=retry, **http)
+                 retry: RetryPolicy | None = None, urls: dict[str, str] | None = None, **http: Any) -> None:
+        self.transport = AsyncTransport(url, key, profile=profile, timeout_s=timeout_s, retry=retry, urls=urls,
+                                        **http)
         self.url, self.key = self.transport.url, self.transport.key
         self.queues = AsyncQueues(self.transport)
         self.partitioned = AsyncPartitioned(self.transport)

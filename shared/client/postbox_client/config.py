@@ -1,11 +1,18 @@
 """Where the client finds the URL and the key: arguments, then the environment, then a config file.
 
     POSTBOX_URL, POSTBOX_KEY, POSTBOX_PROFILE     environment
+    POSTBOX_URLS                                  each surface's own URL (JSON: {"queues": "https://..."},
+                                                  as `pulumi stack output surface_urls --json` prints it)
     ~/.config/postbox/config.toml                 (or POSTBOX_CONFIG) one table per profile:
 
         [default]
         url = "https://abc123.execute-api.eu-west-1.amazonaws.com"
         key = "pbk_..."
+
+        [default.urls]                            # a stack whose front door is function URLs
+        queues = "https://abc.lambda-url.eu-west-1.on.aws"
+
+A call goes to its surface's URL when one is given, else to the one URL.
 
 Without a key anywhere, a `.postbox/dev-key` in the current directory (what `make dev` writes) is
 used, so the examples run as they are against a local server.
@@ -13,9 +20,10 @@ used, so the examples run as they are against a local server.
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -34,23 +42,34 @@ def config_path() -> Path:
 class Target:
     url: str
     key: str | None
+    urls: dict[str, str] = field(default_factory=dict)  # surface -> its own base URL
 
 
-def _profile(name: str) -> dict[str, str]:
+def _profile(name: str) -> dict[str, object]:
     path = config_path()
     if not path.is_file():
         return {}
     with path.open("rb") as f:
         data = tomllib.load(f)
     table = data.get(name, {})
-    return {k: str(v) for k, v in table.items()} if isinstance(table, dict) else {}
+    return {k: (v if isinstance(v, dict) else str(v)) for k, v in table.items()} if isinstance(table, dict) else {}
 
 
-def resolve(url: str | None = None, key: str | None = None, profile: str | None = None) -> Target:
-    """The URL and key to use, the first found of: arguments, environment, config file, defaults."""
+def _surface_urls(raw: object) -> dict[str, str]:
+    if isinstance(raw, str):
+        raw = json.loads(raw)
+    if not isinstance(raw, dict):
+        raise ValueError("surface URLs must map a surface's name to its URL")
+    return {str(k): str(v).rstrip("/") for k, v in raw.items() if v}
+
+
+def resolve(url: str | None = None, key: str | None = None, profile: str | None = None,
+            urls: dict[str, str] | None = None) -> Target:
+    """The URL(s) and key to use, the first found of: arguments, environment, config file, defaults."""
     table = _profile(profile or os.environ.get("POSTBOX_PROFILE") or "default")
+    found_urls = _surface_urls(urls or os.environ.get("POSTBOX_URLS") or table.get("urls") or {})
     found_url = url or os.environ.get("POSTBOX_URL") or table.get("url") or DEFAULT_URL
     found_key = key or os.environ.get("POSTBOX_KEY") or table.get("key")
     if not found_key and DEV_KEY_FILE.is_file():
         found_key = DEV_KEY_FILE.read_text().strip() or None
-    return Target(found_url.rstrip("/"), found_key)
+    return Target(str(found_url).rstrip("/"), str(found_key) if found_key else None, found_urls)

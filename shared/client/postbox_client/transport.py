@@ -17,6 +17,7 @@ import httpx
 from .config import resolve
 from .errors import ConnectionFailed, from_response
 from .retry import RetryPolicy, retry_after_seconds
+from .surfaces import surface_of
 
 USER_AGENT = "postbox-client/0.1"
 DEFAULT_TIMEOUT_S = 30.0
@@ -69,11 +70,20 @@ def _headers(key: str | None) -> dict[str, str]:
 
 class _Base:
     def __init__(self, url: str | None, key: str | None, *, profile: str | None, timeout_s: float,
-                 retry: RetryPolicy) -> None:
-        target = resolve(url, key, profile)
-        self.url, self.key = target.url, target.key
+                 retry: RetryPolicy, urls: dict[str, str] | None = None) -> None:
+        target = resolve(url, key, profile, urls)
+        self.url, self.key, self.urls = target.url, target.key, target.urls
         self.timeout_s = timeout_s
         self.retry = retry
+
+    def _target(self, call: Call) -> str:
+        """The call's path, or its whole URL when its surface has a URL of its own."""
+        base = self.urls.get(surface_of(call.path)) if self.urls else None
+        return f"{base}{call.path}" if base else call.path
+
+    def _full_url(self, call: Call) -> str:
+        target = self._target(call)
+        return target if target != call.path else f"{self.url}{call.path}"
 
     def _timeout(self, call: Call) -> httpx.Timeout:
         return httpx.Timeout(self.timeout_s, read=self.timeout_s + call.wait_s)
@@ -85,7 +95,7 @@ class _Base:
 
     def _failed(self, call: Call, error: Exception) -> ConnectionFailed:
         return ConnectionFailed(f"{type(error).__name__}: {error}", method=call.method,
-                                url=f"{self.url}{call.path}")
+                                url=self._full_url(call))
 
 
 class Transport(_Base):
@@ -93,8 +103,8 @@ class Transport(_Base):
 
     def __init__(self, url: str | None = None, key: str | None = None, *, profile: str | None = None,
                  timeout_s: float = DEFAULT_TIMEOUT_S, retry: RetryPolicy | None = None,
-                 http: httpx.Client | None = None) -> None:
-        super().__init__(url, key, profile=profile, timeout_s=timeout_s, retry=retry or RetryPolicy())
+                 http: httpx.Client | None = None, urls: dict[str, str] | None = None) -> None:
+        super().__init__(url, key, profile=profile, timeout_s=timeout_s, retry=retry or RetryPolicy(), urls=urls)
         self.http = http or httpx.Client(base_url=self.url)
         self.http.headers.update(_headers(self.key))
 
@@ -106,7 +116,7 @@ class Transport(_Base):
         while True:
             attempt += 1
             try:
-                response = self.http.request(call.method, call.path, timeout=self._timeout(call),
+                response = self.http.request(call.method, self._target(call), timeout=self._timeout(call),
                                              **call.request_args())
             except httpx.TransportError as error:
                 if not self.retry.retry_error(attempt, error, call.idempotent):
@@ -127,8 +137,8 @@ class AsyncTransport(_Base):
 
     def __init__(self, url: str | None = None, key: str | None = None, *, profile: str | None = None,
                  timeout_s: float = DEFAULT_TIMEOUT_S, retry: RetryPolicy | None = None,
-                 http: httpx.AsyncClient | None = None) -> None:
-        super().__init__(url, key, profile=profile, timeout_s=timeout_s, retry=retry or RetryPolicy())
+                 http: httpx.AsyncClient | None = None, urls: dict[str, str] | None = None) -> None:
+        super().__init__(url, key, profile=profile, timeout_s=timeout_s, retry=retry or RetryPolicy(), urls=urls)
         self.http = http or httpx.AsyncClient(base_url=self.url)
         self.http.headers.update(_headers(self.key))
 
@@ -140,7 +150,7 @@ class AsyncTransport(_Base):
         while True:
             attempt += 1
             try:
-                response = await self.http.request(call.method, call.path, timeout=self._timeout(call),
+                response = await self.http.request(call.method, self._target(call), timeout=self._timeout(call),
                                                    **call.request_args())
             except httpx.TransportError as error:
                 if not self.retry.retry_error(attempt, error, call.idempotent):

@@ -162,16 +162,23 @@ def change_queue(conn: psycopg.Connection, principal: Principal, name: str, chan
 def delete_queue(principal: Principal, name: str) -> dict[str, Any]:
     require(principal, "manage")
     with db.transaction() as conn:
-        queue = find(conn, principal, name, lock=True)
-        users = conn.execute(
-            "SELECT name FROM queues WHERE dead_letter_queue_id = %s ORDER BY name", (queue.ref.id,)
-        ).fetchall()
-        if users:
-            raise Conflict(f"Queue {users[0][0]!r} uses {name!r} as its dead-letter queue.")
-        # What its counters hold back for the tenant's usage is folded in before they go.
-        conn.execute("SELECT queue_usage_fold(%s, NULL, 0)", (queue.ref.id,))
-        waiting = engine.purge(conn, queue.ref.id)
-        conn.execute("DELETE FROM queue_archive WHERE queue_id = %s", (queue.ref.id,))
-        conn.execute("DELETE FROM queue_counters WHERE queue_id = %s", (queue.ref.id,))
-        conn.execute("DELETE FROM queues WHERE id = %s", (queue.ref.id,))
+        waiting = remove_queue(conn, principal, name)
     return {"deleted": True, "name": name, "messages_deleted": waiting}
+
+
+def remove_queue(conn: psycopg.Connection, principal: Principal, name: str) -> int:
+    """Delete a queue and its messages in the caller's transaction (the SQS face notes the deletion in
+    the same one); how many messages were waiting. Refused while another queue dead-letters into it."""
+    queue = find(conn, principal, name, lock=True)
+    users = conn.execute(
+        "SELECT name FROM queues WHERE dead_letter_queue_id = %s ORDER BY name", (queue.ref.id,)
+    ).fetchall()
+    if users:
+        raise Conflict(f"Queue {users[0][0]!r} uses {name!r} as its dead-letter queue.")
+    # What its counters hold back for the tenant's usage is folded in before they go.
+    conn.execute("SELECT queue_usage_fold(%s, NULL, 0)", (queue.ref.id,))
+    waiting = engine.purge(conn, queue.ref.id)
+    conn.execute("DELETE FROM queue_archive WHERE queue_id = %s", (queue.ref.id,))
+    conn.execute("DELETE FROM queue_counters WHERE queue_id = %s", (queue.ref.id,))
+    conn.execute("DELETE FROM queues WHERE id = %s", (queue.ref.id,))
+    return waiting

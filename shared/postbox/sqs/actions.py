@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..tenancy import Principal
-from . import credentials, errors, identity, messages, moves, queues, sigv4
+from . import credentials, errors, identity, messages, moves, permissions, queues, sigv4
 
 _SEND = ("MessageBody", "DelaySeconds", "MessageAttributes", "MessageSystemAttributes", "MessageDeduplicationId",
          "MessageGroupId")
@@ -38,13 +38,6 @@ class Call:
 
 
 Action = Callable[[Call], dict[str, Any]]
-
-
-def _unsupported(what: str) -> Action:
-    def run(call: Call) -> dict[str, Any]:
-        raise errors.unsupported(f"{what} is not offered by Postbox: access is given by SQS credentials and their "
-                                 "roles.")
-    return run
 
 
 ACTIONS: dict[str, tuple[tuple[str, ...], Action]] = {
@@ -84,8 +77,10 @@ ACTIONS: dict[str, tuple[tuple[str, ...], Action]] = {
                              lambda c: moves.start(c.principal, c.params)),
     "ListMessageMoveTasks": (("SourceArn", "MaxResults"), lambda c: moves.list_tasks(c.principal, c.params)),
     "CancelMessageMoveTask": (("TaskHandle",), lambda c: moves.cancel(c.principal, c.params)),
-    "AddPermission": (("QueueUrl", "Label", "AWSAccountIds", "Actions"), _unsupported("AddPermission")),
-    "RemovePermission": (("QueueUrl", "Label"), _unsupported("RemovePermission")),
+    "AddPermission": (("QueueUrl", "Label", "AWSAccountIds", "Actions"), lambda c: permissions.add(
+        c.principal, c.queue(), c.params.get("Label"), c.params.get("AWSAccountIds"), c.params.get("Actions"))),
+    "RemovePermission": (("QueueUrl", "Label"), lambda c: permissions.remove(
+        c.principal, c.queue(), c.params.get("Label"))),
 }
 
 

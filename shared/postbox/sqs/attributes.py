@@ -1,10 +1,11 @@
-"""Queue attributes as SQS has them: which exist, their limits and defaults, and which of them are
-columns of the Postbox queue (VisibilityTimeout; RedrivePolicy's maxReceiveCount and target) and
-which SQS keeps beside it."""
+"""Queue attributes as SQS has them: which exist, their limits and defaults, how SQS reads the values
+it is given, and which of them are columns of the Postbox queue (VisibilityTimeout; RedrivePolicy's
+maxReceiveCount and target) and which SQS keeps beside it."""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from . import errors
@@ -27,22 +28,36 @@ READ_ONLY = ("ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisib
              "ApproximateNumberOfMessagesDelayed", "CreatedTimestamp", "LastModifiedTimestamp", "QueueArn")
 ALL = tuple(dict.fromkeys((*SETTABLE, *READ_ONLY)))
 MAX_RECEIVE_COUNT = 1000
+# What a queue answers for an attribute never set (SQS encrypts a new queue with its own keys).
+DEFAULTS = {**{name: str(d) for name, (_, _, d) in NUMBERS.items()}, "SqsManagedSseEnabled": "true",
+            "ContentBasedDeduplication": "false", "DeduplicationScope": "queue", "FifoThroughputLimit": "perQueue",
+            "Policy": "", "KmsMasterKeyId": "", "RedriveAllowPolicy": ""}
+_INTEGER = re.compile(r"^[+-]?[0-9]+$")  # as SQS's Java parses an integer: no spaces, no `_`, no fraction
+ONE_SSE = ("You can use one type of server-side encryption (SSE) at one time. You can either enable KMS SSE or "
+           "SQS SSE.")
 
 
-def _integer(name: str, value: Any, least: int, most: int) -> int:
-    try:
-        number = int(str(value), 10)
-    except ValueError:
-        number = None
+def _integer(name: str, value: str, least: int, most: int) -> int:
+    number = int(value) if _INTEGER.fullmatch(value) else None
     if number is None or not least <= number <= most:
         raise errors.invalid_attribute_value(f"Invalid value for the parameter {name}. Reason: it must be an "
                                              f"integer from {least} to {most}.")
     return number
 
 
-def check(given: dict[str, Any], *, fifo: bool, creating: bool) -> dict[str, Any]:
-    """The attributes a CreateQueue or SetQueueAttributes names, held to SQS's rules: each known and
-    settable, a string, within its limits. RedrivePolicy is parsed (`""` clears it)."""
+def boolean(name: str, value: str) -> str:
+    """`true` or `false` from any spelling SQS takes (`True`, `FALSE`, ...): SQS answers them lowercase."""
+    if value.lower() not in ("true", "false"):
+        raise errors.invalid_attribute_value(f"Invalid value for the parameter {name}.")
+    return value.lower()
+
+
+def check(given: dict[str, Any], *, fifo: bool, creating: bool,
+          current: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The attributes a CreateQueue or SetQueueAttributes names, held to SQS's rules and read as SQS
+    reads them: each known, settable and of the queue's type, a string, within its limits, and
+    together consistent with what the queue holds (`current`). RedrivePolicy is parsed (`""` clears
+    it); booleans come back lowercase, numbers as plain integers."""
     if not isinstance(given, dict):
         raise errors.invalid_parameter("Attributes must be a map of attribute names to values.")
     out: dict[str, Any] = {}
@@ -52,17 +67,13 @@ def check(given: dict[str, Any], *, fifo: bool, creating: bool) -> dict[str, Any
         if not isinstance(value, str):
             raise errors.invalid_attribute_value(f"Invalid value for the parameter {name}: a string is expected.")
         if name == "FifoQueue":
-            if not creating:
-                raise errors.invalid_attribute_name("Unknown Attribute FifoQueue.")
-            if value.lower() != str(fifo).lower():
-                raise errors.invalid_attribute_value(
-                    "Invalid value for the parameter FifoQueue. Reason: The name of a FIFO queue can only include "
-                    "alphanumeric characters, hyphens, or underscores, must end with .fifo suffix." if fifo is False
-                    else "Invalid value for the parameter FifoQueue.")
-            continue
-        if name in FIFO_ONLY:
-            if not fifo:
-                raise errors.invalid_attribute_name(f"Unknown Attribute {name}.")
+            _fifo_queue(value, fifo, creating)
+        elif name in FIFO_ONLY and not fifo:
+            raise errors.invalid_attribute_name(f"Unknown Attribute {name}." if name in BOOLEANS else
+                                                f"You can specify the {name} only when FifoQueue is set to true.")
+        elif name in BOOLEANS:
+            out[name] = boolean(name, value)
+        elif name in FIFO_ONLY:
             if value not in FIFO_ONLY[name]:
                 raise errors.invalid_attribute_value(f"Invalid value for the parameter {name}.")
             out[name] = value
@@ -71,36 +82,88 @@ def check(given: dict[str, Any], *, fifo: bool, creating: bool) -> dict[str, Any
             out[name] = str(_integer(name, value, least, most))
         elif name == "VisibilityTimeout":
             out[name] = _integer(name, value, VISIBILITY[0], VISIBILITY[1])
-        elif name in BOOLEANS:
-            if value.lower() not in ("true", "false"):
-                raise errors.invalid_attribute_value(f"Invalid value for the parameter {name}.")
-            out[name] = value.lower()
         elif name == "RedrivePolicy":
             out[name] = redrive_policy(value)
+        elif name == "Policy":
+            out[name] = _policy(value)
         elif name == "RedriveAllowPolicy":
             out[name] = json.dumps(redrive_allow_policy(value), separators=(",", ":")) if value else ""
         else:
             out[name] = value
+    _one_encryption(out)
+    if fifo:
+        _throughput_pairs(out, current or {})
     return out
 
 
+def _policy(value: str) -> str:
+    """An access policy: a JSON document (kept as given), or `""` for none."""
+    try:
+        doc = json.loads(value) if value else {}
+    except ValueError:
+        doc = None
+    if not isinstance(doc, dict):
+        raise errors.invalid_attribute_value("Invalid value for the parameter Policy.")
+    return value
+
+
+def _fifo_queue(value: str, fifo: bool, creating: bool) -> None:
+    """FifoQueue names the type a queue is made with: a standard queue knows no such attribute (even
+    `false`), and a FIFO queue's stays true."""
+    if not fifo:
+        raise errors.invalid_attribute_name("Unknown Attribute FifoQueue.")
+    if boolean("FifoQueue", value) != "true" and not creating:
+        raise errors.invalid_attribute_value("Invalid value for the parameter FifoQueue. Reason: Modifying queue "
+                                             "type is not supported.")
+
+
+def _one_encryption(out: dict[str, Any]) -> None:
+    """SSE-SQS and SSE-KMS exclude each other: both in one request are refused, and either one set
+    turns the other off (a KMS key makes SqsManagedSseEnabled false)."""
+    if out.get("SqsManagedSseEnabled") == "true" and out.get("KmsMasterKeyId"):
+        raise errors.invalid_attribute_name(ONE_SSE)
+    if out.get("KmsMasterKeyId"):
+        out["SqsManagedSseEnabled"] = "false"
+    elif out.get("SqsManagedSseEnabled") == "true":
+        out["KmsMasterKeyId"] = ""
+
+
+def _throughput_pairs(out: dict[str, Any], current: dict[str, Any]) -> None:
+    """perMessageGroupId is allowed only when deduplication is by message group (high throughput)."""
+    limit = out.get("FifoThroughputLimit", current.get("FifoThroughputLimit", DEFAULTS["FifoThroughputLimit"]))
+    scope = out.get("DeduplicationScope", current.get("DeduplicationScope", DEFAULTS["DeduplicationScope"]))
+    if limit == "perMessageGroupId" and scope != "messageGroup":
+        raise errors.invalid_attribute_value(
+            "Invalid value for the parameter FifoThroughputLimit. Reason: The perMessageGroupId value is allowed "
+            "only when the value for DeduplicationScope is messageGroup.")
+
+
+def _bad_redrive(value: str, reason: str) -> errors.SqsError:
+    return errors.invalid_parameter(f"Value {value[:1000]} for parameter RedrivePolicy is invalid. Reason: {reason}")
+
+
 def redrive_policy(value: str) -> dict[str, Any] | None:
-    """{deadLetterTargetArn, maxReceiveCount} from its JSON text; None for `""` (no redrive)."""
+    """{deadLetterTargetArn, maxReceiveCount} from its JSON text, maxReceiveCount a number or a
+    string of one (as SQS takes both); None for `""` (no redrive). Other keys are not read."""
     if value == "":
         return None
     try:
         doc = json.loads(value)
     except ValueError:
         doc = None
-    if not isinstance(doc, dict) or not {"deadLetterTargetArn", "maxReceiveCount"} <= set(doc) or set(doc) - {
-            "deadLetterTargetArn", "maxReceiveCount"}:
-        raise errors.invalid_attribute_value(
-            "Value for parameter RedrivePolicy is invalid. Reason: Redrive policy is not a dict or valid json, or "
-            "it names other than deadLetterTargetArn and maxReceiveCount.")
-    count = _integer("RedrivePolicy", doc["maxReceiveCount"], 1, MAX_RECEIVE_COUNT)
+    if not isinstance(doc, dict):
+        raise _bad_redrive(value, "Redrive policy is not a dict or valid json.")
+    for key in ("deadLetterTargetArn", "maxReceiveCount"):
+        if key not in doc:
+            raise _bad_redrive(value, f"Redrive policy does not contain mandatory attribute: {key}.")
+    count = doc["maxReceiveCount"]
+    if isinstance(count, str) and _INTEGER.fullmatch(count):
+        count = int(count)
+    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= MAX_RECEIVE_COUNT:
+        raise _bad_redrive(value, f"Invalid value for maxReceiveCount: {doc['maxReceiveCount']}, valid values are "
+                                  f"from 1 to {MAX_RECEIVE_COUNT} both inclusive.")
     if not isinstance(doc["deadLetterTargetArn"], str):
-        raise errors.invalid_attribute_value("Value for parameter RedrivePolicy is invalid. "
-                                             "Reason: deadLetterTargetArn must be an ARN.")
+        raise _bad_redrive(value, "Invalid value for deadLetterTargetArn.")
     return {"deadLetterTargetArn": doc["deadLetterTargetArn"], "maxReceiveCount": count}
 
 
@@ -117,9 +180,9 @@ def redrive_allow_policy(value: str) -> dict[str, Any]:
     elif ok:
         ok = arns is None
     if not ok:
-        raise errors.invalid_attribute_value(
-            "Value for parameter RedriveAllowPolicy is invalid. Reason: redrivePermission must be allowAll, denyAll "
-            "or byQueue, and byQueue names 1-10 sourceQueueArns.")
+        raise errors.invalid_parameter(
+            f"Value {value[:1000]} for parameter RedriveAllowPolicy is invalid. Reason: redrivePermission must be "
+            "allowAll, denyAll or byQueue, and byQueue names 1-10 sourceQueueArns.")
     return doc
 
 
@@ -133,6 +196,4 @@ def allows_source(allow_policy: str | None, source_arn: str) -> bool:
 
 
 def default(name: str) -> str | None:
-    if name in NUMBERS:
-        return str(NUMBERS[name][2])
-    return None
+    return DEFAULTS.get(name)

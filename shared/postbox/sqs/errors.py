@@ -38,6 +38,11 @@ def queue_exists(message: str) -> SqsError:
     return SqsError("QueueNameExists", message, query_code="QueueAlreadyExists")
 
 
+def deleted_recently() -> SqsError:
+    return SqsError("QueueDeletedRecently", "You must wait 60 seconds after deleting a queue before you can create "
+                    "another with the same name.", query_code=_simple("QueueDeletedRecently"))
+
+
 def throttled(message: str) -> SqsError:
     """SQS's answer to a request over a rate or a count it allows (SDKs retry it, after Retry-After)."""
     return SqsError("RequestThrottled", message)

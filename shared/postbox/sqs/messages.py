@@ -217,7 +217,8 @@ def outgoing(queue: SqsQueue, principal: Principal, entry: dict[str, Any]) -> Ou
                 raise errors.invalid_parameter(f"Value {str(value)[:128]} for parameter {parameter} is invalid. "
                                                "Reason: 1-128 printable ASCII characters without spaces.")
         sqs["g"], sqs["d"] = group, dedup
-        key = f"{group}\x00{dedup}" if queue.setting("DeduplicationScope") == "messageGroup" else dedup
+        # By message group: the group, a space (in neither id) and the id, so no two pairs meet.
+        key = f"{group} {dedup}" if queue.setting("DeduplicationScope") == "messageGroup" else dedup
     else:
         if dedup is not None:
             raise errors.invalid_parameter("Value for parameter MessageDeduplicationId is invalid. Reason: The request "

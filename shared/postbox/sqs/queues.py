@@ -57,11 +57,11 @@ def check_name(name: object, fifo: bool) -> str:
     if not _SQS_NAME.fullmatch(base) or len(name) > 80:
         raise errors.invalid_parameter("Can only include alphanumeric characters, hyphens, or underscores. "
                                        "1 to 80 in length")
-    if name.endswith(".fifo") != fifo:
+    if name.endswith(".fifo") != fifo:  # a .fifo name is a FIFO queue's only, made with FifoQueue true
         raise errors.invalid_parameter("The name of a FIFO queue can only include alphanumeric characters, hyphens, "
                                        "or underscores, must end with .fifo suffix and be 1 to 80 in length."
-                                       if fifo else "A queue whose name ends in .fifo is a FIFO queue: set FifoQueue "
-                                       "to true.")
+                                       if fifo else "Can only include alphanumeric characters, hyphens, or "
+                                       "underscores. 1 to 80 in length")
     if not names.QUEUE.ok(base):
         raise errors.invalid_parameter(
             f"Postbox cannot keep the queue name {name[:80]!r}: a Postbox queue name is {names.QUEUE.says}"
@@ -124,25 +124,57 @@ def _split(attrs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     return own, kept
 
 
-def _same(queue: SqsQueue, attrs: dict[str, Any], redrive: dict[str, Any] | None) -> bool:
-    for name, value in attrs.items():
+def _differing(conn: psycopg.Connection, principal: Principal, queue: SqsQueue, given: Any,
+               checked: dict[str, Any]) -> str | None:
+    """The first attribute a CreateQueue names (in its order) whose value, as SQS reads it, differs
+    from the existing queue's; None when all are the same."""
+    for name in given:
+        value = checked.get(name)
+        if name == "FifoQueue":
+            continue
         if name == "VisibilityTimeout":
-            if value != queue.visibility_timeout:
-                return False
-        elif name != "RedrivePolicy" and str(queue.attributes.get(name, attributes.default(name))) != str(value):
-            return False
-    return True
+            same = value == queue.visibility_timeout
+        elif name == "RedrivePolicy":
+            same = _same_redrive(conn, principal, queue, value)
+        else:
+            same = str(value) == queue.setting(name)
+        if not same:
+            return name
+    return None
+
+
+def _same_redrive(conn: psycopg.Connection, principal: Principal, queue: SqsQueue,
+                  policy: dict[str, Any] | None) -> bool:
+    if policy is None:
+        return queue.dead_letter_queue_id is None
+    try:
+        target = find(conn, principal, identity.name_from_arn(principal.tenant_id, policy["deadLetterTargetArn"],
+                                                               "RedrivePolicy"))
+    except errors.SqsError:
+        return False
+    return target.id == queue.dead_letter_queue_id and policy["maxReceiveCount"] == queue.max_reads
+
+
+RECENTLY_DELETED_S = 60  # SQS's: a queue's name is free again 60 seconds after its deletion
+
+
+def _deleted_recently(conn: psycopg.Connection, principal: Principal, name: str) -> bool:
+    return conn.execute(
+        "SELECT 1 FROM sqs_deleted_queues WHERE tenant_id = %(t)s AND project_id = %(p)s AND name = %(n)s"
+        " AND deleted_at > clock_timestamp() - make_interval(secs => %(s)s)",
+        scope(principal, n=name, s=RECENTLY_DELETED_S)).fetchone() is not None
 
 
 def create(principal: Principal, base: str, name: Any, attrs: dict[str, Any], tags: dict[str, Any]) -> dict[str, Any]:
     """CreateQueue: a new Postbox queue (with SQS's view of it), or the URL of the same queue when
-    one exists with the attributes asked (SQS's answer); other attributes are QueueNameExists."""
+    one exists with the attributes asked (SQS's answer); other attributes are QueueNameExists, and a
+    name deleted less than a minute ago is QueueDeletedRecently. A FIFO queue is made with FifoQueue
+    true and a name ending in .fifo, both or neither."""
     tenancy.require(principal, "manage")
-    fifo = str((attrs or {}).get("FifoQueue", "false")).lower() == "true"
-    if isinstance(name, str) and name.endswith(".fifo") and "FifoQueue" not in (attrs or {}):
-        fifo = True
+    attrs = attrs or {}
+    fifo = isinstance(attrs, dict) and isinstance(attrs.get("FifoQueue"), str) and attrs["FifoQueue"].lower() == "true"
     check_name(name, fifo)
-    checked = attributes.check(attrs or {}, fifo=fifo, creating=True)
+    checked = attributes.check(attrs, fifo=fifo, creating=True)
     tags = check_tags(tags or {})
     own, kept = _split(checked)
     # Kept even when it is the default: a queue whose SQS attributes hold it expires its waiting messages.
@@ -153,10 +185,13 @@ def create(principal: Principal, base: str, name: Any, attrs: dict[str, Any], ta
         except errors.SqsError:
             existing = None
         if existing is not None:
-            if existing.fifo != fifo or not _same(existing, checked, checked.get("RedrivePolicy")):
+            differing = "FifoQueue" if existing.fifo != fifo else _differing(conn, principal, existing, attrs, checked)
+            if differing:
                 raise errors.queue_exists("A queue already exists with the same name and a different value for "
-                                          "attribute(s) " + ", ".join(sorted(checked)))
+                                          f"attribute {differing}")
             return {"QueueUrl": identity.queue_url(base, principal.tenant_id, name)}
+        if _deleted_recently(conn, principal, name):
+            raise errors.deleted_recently()
         if "RedrivePolicy" in checked:
             own.update(_redrive_changes(conn, principal, name, fifo, checked["RedrivePolicy"]))
         try:
@@ -215,9 +250,20 @@ def list_urls(principal: Principal, base: str, prefix: Any, max_results: Any, ne
 
 
 def delete(principal: Principal, name: str) -> dict[str, Any]:
+    """DeleteQueue, noting when the name was let go (CreateQueue refuses it for RECENTLY_DELETED_S)."""
     tenancy.require(principal, "manage")
     try:
-        settings.delete_queue(principal, name)
+        with db.transaction() as conn:
+            settings.remove_queue(conn, principal, name)
+            conn.execute(
+                "INSERT INTO sqs_deleted_queues AS d (tenant_id, project_id, name, deleted_at)"
+                " VALUES (%(t)s, %(p)s, %(n)s, clock_timestamp())"
+                " ON CONFLICT (project_id, name) DO UPDATE SET deleted_at = excluded.deleted_at",
+                scope(principal, n=name))
+            # The tenant's notes past their minute go with it (a few rows: names deleted in the last minute).
+            conn.execute("DELETE FROM sqs_deleted_queues WHERE tenant_id = %(t)s"
+                         " AND deleted_at <= clock_timestamp() - make_interval(secs => %(s)s)",
+                         scope(principal, s=RECENTLY_DELETED_S))
     except NotFound:
         raise errors.no_queue() from None
     except Conflict as e:
@@ -270,14 +316,12 @@ def get_attributes(principal: Principal, name: str, wanted: Any) -> dict[str, An
         "ApproximateNumberOfMessages": visible, "ApproximateNumberOfMessagesNotVisible": in_flight,
         "ApproximateNumberOfMessagesDelayed": delayed, "CreatedTimestamp": row[0], "LastModifiedTimestamp": row[1],
         "QueueArn": identity.queue_arn(principal.tenant_id, name), "VisibilityTimeout": queue.visibility_timeout,
-        "SqsManagedSseEnabled": "false", "FifoQueue": "true" if queue.fifo else None,
+        "FifoQueue": "true" if queue.fifo else None,
     }
-    if queue.fifo:
-        values.update({"ContentBasedDeduplication": "false", "DeduplicationScope": "queue",
-                       "FifoThroughputLimit": "perQueue"})
-    for k in attributes.NUMBERS:
-        values[k] = attributes.default(k)
+    values.update(attributes.DEFAULTS)
     values.update(queue.attributes)
+    if not values["KmsMasterKeyId"]:  # the KMS attributes are a KMS-encrypted queue's only
+        values["KmsDataKeyReusePeriodSeconds"] = None
     if row[2] is not None and queue.max_reads is not None:
         values["RedrivePolicy"] = json.dumps({"deadLetterTargetArn": identity.queue_arn(principal.tenant_id, row[2]),
                                               "maxReceiveCount": queue.max_reads}, separators=(",", ":"))
@@ -291,19 +335,25 @@ def set_attributes(principal: Principal, name: str, attrs: Any) -> dict[str, Any
         raise errors.missing_parameter("Attributes")
     with db.transaction() as conn:
         queue = find(conn, principal, name, lock=True)
-        checked = attributes.check(attrs, fifo=queue.fifo, creating=False)
+        checked = attributes.check(attrs, fifo=queue.fifo, creating=False, current=queue.attributes)
         own, kept = _split(checked)
         if "RedrivePolicy" in checked:
             own.update(_redrive_changes(conn, principal, name, queue.fifo, checked["RedrivePolicy"]))
         if own:
             _in_sqs_terms(lambda: settings.change_queue(conn, principal, name, own))
-        conn.execute(
-            "INSERT INTO sqs_queues AS s (queue_id, fifo, attributes) VALUES (%(q)s, false, %(a)s)"
-            " ON CONFLICT (queue_id) DO UPDATE SET attributes = s.attributes || excluded.attributes",
-            {"q": queue.id, "a": psycopg.types.json.Jsonb(kept)},
-        )
-        conn.execute("UPDATE queues SET updated_at = clock_timestamp() WHERE id = %s", (queue.id,))
+        keep(conn, queue.id, kept)
     return {}
+
+
+def keep(conn: psycopg.Connection, queue_id: int, kept: dict[str, Any]) -> None:
+    """SQS's attributes `kept` beside a queue (merged over those it had; a queues-API queue gets its
+    SQS row here), the queue marked modified."""
+    conn.execute(
+        "INSERT INTO sqs_queues AS s (queue_id, fifo, attributes) VALUES (%(q)s, false, %(a)s)"
+        " ON CONFLICT (queue_id) DO UPDATE SET attributes = s.attributes || excluded.attributes",
+        {"q": queue_id, "a": psycopg.types.json.Jsonb(kept)},
+    )
+    conn.execute("UPDATE queues SET updated_at = clock_timestamp() WHERE id = %s", (queue_id,))
 
 
 def tag(principal: Principal, name: str, tags: Any) -> dict[str, Any]:
