@@ -51,6 +51,7 @@ bench: install
 	$(BIN)/python bench/durable.py
 	$(BIN)/python bench/gateway.py
 	$(BIN)/python bench/cold_imports.py
+	$(BIN)/python bench/cold_start.py
 	$(BIN)/python bench/work.py
 	$(BIN)/python bench/work_peers.py
 	$(BIN)/python bench/keyed_streams.py

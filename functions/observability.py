@@ -36,7 +36,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 
-from functions import door, request_record
+from functions import door, request_record, snapstart
 
 
 def tracing_enabled() -> bool:
@@ -106,6 +106,7 @@ def instrument(service: str, request_id_prefix: str = "", *, resolve_keys: bool 
     authenticate = None
     if resolve_keys:  # imported here, in the function's init: agents never need it
         from functions.keys import authenticate
+    snapstart.register()  # the hooks a SnapStart snapshot and its restores run, when initialised for one
 
     def wrap(fn: Callable[[dict, Any], Any]) -> Callable[[dict, Any], Any]:
         inner = tracer.capture_lambda_handler(fn) if tracer else fn

@@ -63,28 +63,28 @@ def route_resource_name(route: Route) -> str:
 def build(s: Settings, fns: dict[str, Deployed]) -> Api:
     api = aws.apigatewayv2.Api("http", name=s.prefix, protocol_type="HTTP", description="Postbox HTTP API")
 
-    def allow_invoke(name: str, function: aws.lambda_.Function, source_arn: pulumi.Input[str]) -> None:
+    def allow_invoke(name: str, deployed: Deployed, source_arn: pulumi.Input[str]) -> None:
         aws.lambda_.Permission(
             name,
             action="lambda:InvokeFunction",
-            function=function.name,
+            function=deployed.function.name,
+            qualifier=deployed.qualifier,  # a SnapStart function's alias
             principal="apigateway.amazonaws.com",
             source_arn=source_arn,
         )
 
     integrations: dict[str, aws.apigatewayv2.Integration] = {}
     for name in route_table.FUNCTIONS:
-        fn = fns[name].function
         integrations[name] = aws.apigatewayv2.Integration(
             f"integration-{name}",
             api_id=api.id,
             integration_type="AWS_PROXY",
             integration_method="POST",
-            integration_uri=fn.invoke_arn,
+            integration_uri=fns[name].invoke_arn,
             payload_format_version="2.0",
             timeout_milliseconds=INTEGRATION_TIMEOUT_MS,
         )
-        allow_invoke(f"apigw-invoke-{name}", fn, pulumi.Output.concat(api.execution_arn, "/*/*"))
+        allow_invoke(f"apigw-invoke-{name}", fns[name], pulumi.Output.concat(api.execution_arn, "/*/*"))
 
     routes = []
     for route in route_table.ROUTES:

@@ -16,6 +16,7 @@ import pulumi_aws as aws
 
 from functions import door
 from functions import routes as route_table
+from infra import streaming
 from infra.functions import Deployed
 from infra.settings import Settings
 
@@ -23,10 +24,12 @@ from infra.settings import Settings
 def build(s: Settings, fns: dict[str, Deployed]) -> dict[str, aws.lambda_.FunctionUrl]:
     urls: dict[str, aws.lambda_.FunctionUrl] = {}
     for name in route_table.FUNCTIONS:
-        fn = fns[name].function
+        fn, qualifier = fns[name].function, fns[name].qualifier  # a SnapStart function's alias
         urls[name] = aws.lambda_.FunctionUrl(
             f"url-{name}",
             function_name=fn.name,
+            qualifier=qualifier,
+            invoke_mode=streaming.invoke_mode(name),  # the durable surface's SSE reads stream
             authorization_type="NONE",  # the function resolves the key (functions.keys)
             cors=aws.lambda_.FunctionUrlCorsArgs(
                 allow_origins=list(s.cors_allow_origins),
@@ -38,9 +41,9 @@ def build(s: Settings, fns: dict[str, Deployed]) -> dict[str, aws.lambda_.Functi
         )
         # Anyone may call the URL (and only through it: InvokeFunction is granted for URL calls alone).
         aws.lambda_.Permission(f"url-invoke-{name}", action="lambda:InvokeFunctionUrl", function=fn.name,
-                               principal="*", function_url_auth_type="NONE")
+                               qualifier=qualifier, principal="*", function_url_auth_type="NONE")
         aws.lambda_.Permission(f"url-invoke-function-{name}", action="lambda:InvokeFunction", function=fn.name,
-                               principal="*", invoked_via_function_url=True)
+                               qualifier=qualifier, principal="*", invoked_via_function_url=True)
     return urls
 
 

@@ -23,7 +23,7 @@ import pulumi_aws as aws
 from functions import routes as route_table
 from functions import schedules as agent_table
 from functions import sizes
-from infra import access, consumer_invoker
+from infra import access, consumer_invoker, streaming
 from infra.access import AGENT, CONSUMER_DISPATCH, MIGRATE, SURFACE, Context, Spec
 from infra.artifacts import FUNCTIONS_ZIP, archive, layer_requirements
 from infra.database import Database
@@ -41,6 +41,22 @@ class Deployed:
     function: aws.lambda_.Function
     role: aws.iam.Role
     log_group: aws.cloudwatch.LogGroup
+    alias: aws.lambda_.Alias | None = None  # a SnapStart function's `live` alias: what callers invoke
+
+    @property
+    def invoke_arn(self) -> pulumi.Output[str]:
+        """What API Gateway integrates with: the alias where there is one."""
+        return (self.alias or self.function).invoke_arn
+
+    @property
+    def arn(self) -> pulumi.Output[str]:
+        """What a caller invokes: the alias's ARN where there is one."""
+        return (self.alias or self.function).arn
+
+    @property
+    def qualifier(self) -> pulumi.Output[str] | None:
+        """The alias a permission to invoke must name, if any."""
+        return self.alias.name if self.alias else None
 
 
 def specs(s: Settings) -> list[Spec]:
@@ -124,12 +140,15 @@ def build(
             code=code,
             layers=layers.arns,
             memory_size=spec.memory_mb,
-            timeout=spec.timeout_s,
+            timeout=streaming.timeout_s(s, spec),
             reserved_concurrent_executions=access.reserved_concurrency(s, spec),
             vpc_config=aws.lambda_.FunctionVpcConfigArgs(
                 subnet_ids=net.subnet_ids, security_group_ids=[net.functions_sg.id]
             ),
-            environment=aws.lambda_.FunctionEnvironmentArgs(variables=access.environment(s, spec, ctx)),
+            environment=aws.lambda_.FunctionEnvironmentArgs(
+                variables={**access.environment(s, spec, ctx), **streaming.environment(s, spec)}),
+            publish=streaming.snap_starts(s, spec),
+            snap_start=streaming.snap_start_args(s, spec),
             tracing_config=aws.lambda_.FunctionTracingConfigArgs(mode="Active" if s.tracing else "PassThrough"),
             # JSON, so that Lambda filters by level: its own START/END/REPORT lines are INFO, below the
             # system level (WARN); a request's one line and every error are at or above the application's.
@@ -153,7 +172,7 @@ def build(
                 ),
                 opts=pulumi.ResourceOptions(depends_on=[policy]),
             )
-        deployed[spec.name] = Deployed(spec, function, role, log_group)
+        deployed[spec.name] = Deployed(spec, function, role, log_group, streaming.alias(s, spec, function))
         if spec.kind == MIGRATE:
             migration = after_migrate(deployed[spec.name])
     if CONSUMER_DISPATCH in deployed:

@@ -80,6 +80,10 @@ class Settings:
     alarm_db_connections: int
     alarm_pinned_connections: int
     alarm_oldest_message_seconds: int
+    # streamed answers and cold starts (infra/streaming.py)
+    stream_max_seconds: int  # the longest a streamed answer (an open SSE read) lasts on AWS
+    durable_streaming_api: bool  # a streaming REST API beside the HTTP API for the durable surface
+    snap_start: tuple[str, ...]  # the surface functions published with SnapStart
 
 
 def load() -> Settings:
@@ -153,9 +157,28 @@ def load() -> Settings:
         alarm_db_connections=integer("alarmDbConnections", 400),
         alarm_pinned_connections=integer("alarmPinnedConnections", 5),
         alarm_oldest_message_seconds=integer("alarmOldestMessageSeconds", 300),
+        stream_max_seconds=integer("streamMaxSeconds", 840),
+        durable_streaming_api=boolean("durableStreamingApi", front_door == API_GATEWAY),
+        snap_start=_functions(cfg.get("snapStart") or "none"),
     )
     _check(s)
     return s
+
+
+def _functions(value: str) -> tuple[str, ...]:
+    """`snapStart`: surface function names (comma-separated), `surfaces` (all of them) or `none`."""
+    from functions.routes import FUNCTIONS
+
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    if names == ["none"]:
+        return ()
+    if names == ["surfaces"]:
+        return tuple(FUNCTIONS)
+    unknown = sorted(set(names) - set(FUNCTIONS))
+    if unknown:
+        raise ValueError(f"snapStart names surface functions ({', '.join(FUNCTIONS)}), `surfaces` or `none`;"
+                         f" not {', '.join(unknown)}")
+    return tuple(names)
 
 
 def _check(s: Settings) -> None:
@@ -205,3 +228,6 @@ def _check(s: Settings) -> None:
         raise ValueError("listenConnectionLimit must be at least 1")
     if s.throttle_burst < 0 or s.throttle_rate < 0:
         raise ValueError("throttleBurst and throttleRate must not be negative")
+    # A streamed answer ends 5 s before Lambda's 15-minute timeout (functions.lambda_runtime).
+    if not 1 <= s.stream_max_seconds <= 895:
+        raise ValueError("streamMaxSeconds must be 1..895 (Lambda ends an invocation at 900 s)")

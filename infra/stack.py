@@ -23,6 +23,7 @@ from infra import (
     schedules,
     secrets,
     settings,
+    streaming,
 )
 
 
@@ -45,6 +46,11 @@ def build() -> dict[str, pulumi.Input]:
     # The front door: one API Gateway HTTP API in front of every surface, or each surface's own URL.
     http = api.build(s, fns) if s.front_door == settings.API_GATEWAY else None
     urls = function_urls.build(s, fns) if http is None else None
+    # Beside the HTTP API, which buffers, a REST API route that streams the durable surface (a function
+    # URL door streams on the durable surface's own URL).
+    durable = fns["durable"]
+    durable_stream_url = (streaming.build_rest_api(s, durable.function, durable.arn, durable.qualifier)
+                          if http is not None and s.durable_streaming_api else None)
     schedules.build(s, fns, failed_runs)
     topic = alarms.build(s, http, fns, db, failed_runs)
     board = dashboard.build(s, http, db, failed_runs)
@@ -64,4 +70,5 @@ def build() -> dict[str, pulumi.Input]:
         "agent_failures_queue_url": failed_runs.url,
         "dashboard_name": board.dashboard_name,
         "export_bucket": export_bucket.bucket,
+        "durable_stream_url": durable_stream_url,
     }

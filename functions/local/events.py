@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from functions.routes import Route
+from functions.streaming import StreamedBody
 
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/javascript",
                "application/x-www-form-urlencoded", "application/x-ndjson")
@@ -146,9 +147,11 @@ def http_event(
 
 @dataclass
 class HttpResponse:
+    """An answer; its body is written chunk by chunk when it is a StreamedBody (an open SSE read)."""
+
     status: int
     headers: list[tuple[str, str]] = field(default_factory=list)
-    body: bytes = b""
+    body: bytes | StreamedBody = b""
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -169,5 +172,7 @@ def read_response(result: Any) -> HttpResponse:
         headers.extend((k.lower(), str(v)) for v in values)
     headers.extend(("set-cookie", c) for c in result.get("cookies") or [])
     body = result.get("body") or ""
+    if isinstance(body, StreamedBody):
+        return HttpResponse(int(result["statusCode"]), headers, body)
     raw = base64.b64decode(body) if result.get("isBase64Encoded") else body.encode()
     return HttpResponse(int(result["statusCode"]), headers, raw)

@@ -15,6 +15,9 @@ API (the default), or the surfaces' Lambda function URLs, as if every surface's 
 this one port: a function URL's event (no route in it: the function finds its own, `functions.door`),
 its CORS preflight answered from the URLs' configuration before any function runs, its
 `x-amzn-requestid` on each answer, and no limit of API Gateway's own.
+
+Every invocation may stream its answer (`functions.streaming`), as behind AWS's streaming doors: an
+SSE read stays open and the server writes each event as it comes, for at most Lambda's 15 minutes.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import logging
 import time
 from typing import Any
 
-from functions import door
+from functions import door, streaming
 from functions.api.common import RequestLocalResolver
 from functions.local import apidocs, requestlog
 from functions.local.events import HttpResponse, http_event, json_message, read_response
@@ -138,12 +141,13 @@ class LocalGateway:
             return TOO_LARGE, None
         rid = event["requestContext"]["requestId"]
         try:
-            result = invoke(FUNCTIONS[route.function], event, route.function, self.timeout_s)
+            with streaming.invocation(time.monotonic() + streaming.LAMBDA_MAX_SECONDS):
+                result = invoke(FUNCTIONS[route.function], event, route.function, self.timeout_s)
         except Exception:  # an unhandled error in a function is API Gateway's 500
             logger.exception("%s failed (request %s)", route.function, rid)
             return _failed(rid), _tenant(event)
         tenant_id = _tenant(event)
-        if _size(result) > MAX_EVENT_BYTES:
+        if streaming.body_of(result) is None and _size(result) > MAX_EVENT_BYTES:
             logger.error("%s answered %s %s with more than %d bytes: Lambda refuses that response (request %s)",
                          route.function, method, path, MAX_EVENT_BYTES, rid)
             return _failed(rid), tenant_id

@@ -13,9 +13,9 @@ sent, and the connection closed), a request whose line and headers run past MAX_
 answered 431 and closed (the rest unread), and a request that is not HTTP answered 400 and closed
 (a folded header line, obs-fold, among them: RFC 9112 lets a server refuse it, and the parser
 does). Every answer has a Content-Length but an SSE one (`text/event-stream`), which EventSource
-clients and the Durable Streams protocol expect as a stream: it goes out chunked (one chunk, then
-the last), so the connection stays open, or, to an HTTP/1.0 client, delimited by closing the
-connection.
+clients and the Durable Streams protocol expect as a stream: it goes out chunked, or, to an HTTP/1.0
+client, delimited by closing the connection. A streamed answer (`functions.streaming`: an open SSE
+read) is written chunk by chunk as its function produces it, on its connection's thread.
 
 A connection's thread is all a waiting request holds (`postbox.wakeup`: no database connection), so
 the server holds as many long polls as the process has threads and descriptors for (500 are tested).
@@ -43,6 +43,7 @@ from urllib.parse import unquote
 import httptools
 
 from functions.local.events import HttpResponse, json_message
+from functions.streaming import StreamedBody
 
 KEEP_ALIVE_S = 5.0
 """How long a connection may sit idle between requests."""
@@ -294,22 +295,50 @@ class _Connection:
         status = response.status
         lines = [f"HTTP/1.1 {status} {_REASONS.get(status, '')}"]
         lines.extend(f"{k}: {v}" for k, v in response.headers if k.lower() not in _HOP_BY_HOP)
-        body = b"" if status in _NO_BODY or 100 <= status < 200 else response.body
+        streamed = response.body if isinstance(response.body, StreamedBody) else None
+        body = b"" if streamed is not None or status in _NO_BODY or 100 <= status < 200 else response.body
         if status in _NO_BODY:
             pass
-        elif not _is_event_stream(response):
+        elif streamed is None and not _is_event_stream(response):
             lines.append(f"content-length: {len(body)}")
-        elif chunked:  # SSE: no Content-Length; its one chunk, then the last
+        elif chunked:  # SSE: no Content-Length; its chunks, then the last
             lines.append("transfer-encoding: chunked")
-            body = (b"%x\r\n%b\r\n" % (len(body), body) if body else b"") + b"0\r\n\r\n"
+            if body:
+                body = b"%x\r\n%b\r\n" % (len(body), body)
+            if streamed is None:
+                body += b"0\r\n\r\n"
         else:
             keep_alive = False  # SSE to an HTTP/1.0 client: the answer ends where the connection does
         lines.append(f"date: {self.server.date()}")
         if not keep_alive:
             lines.append("connection: close")
         head_bytes = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        if streamed is not None:
+            return self._stream(head_bytes, streamed, head=head, chunked=chunked) and keep_alive
         self.sock.sendall(head_bytes if head or not body else head_bytes + body)
         return keep_alive
+
+    def _stream(self, head_bytes: bytes, body: StreamedBody, *, head: bool, chunked: bool) -> bool:
+        """Write a streamed answer's head, then each chunk as its function produces it. A client that
+        goes away ends the stream (the next write fails: a heartbeat finds out); the function's
+        generator is closed either way, so what it holds is given back."""
+        try:
+            self.sock.sendall(head_bytes)
+            if head:
+                return True
+            for chunk in body:
+                if chunk:
+                    self.sock.sendall(b"%x\r\n%b\r\n" % (len(chunk), chunk) if chunked else chunk)
+            if chunked:
+                self.sock.sendall(b"0\r\n\r\n")
+            return chunked
+        except OSError:
+            raise  # the client went away: the connection is closed
+        except Exception:  # the function failed mid-answer: the connection closes without the last chunk
+            logger.exception("a streamed answer failed")
+            return False
+        finally:
+            body.close()
 
 
 def _is_event_stream(response: HttpResponse) -> bool:

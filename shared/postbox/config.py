@@ -42,6 +42,9 @@ class Settings:
     pool_max: int
     pool_timeout_s: float  # the longest a request waits for a database connection before its 503
     long_poll_ms: int
+    stream_max_seconds: float  # the longest a streamed answer (an open SSE read) stays open
+    stream_max_bytes: int  # the most one streamed answer carries before it ends (the client reconnects)
+    stream_heartbeat_ms: int  # an idle streamed answer sends a keep-alive this often
     waits_per_tenant: int  # requests one tenant's keys may have waiting at once (long polls, SSE)
     waits_per_address: int  # the same for anonymous callers, by client address
     key_cache_seconds: int
@@ -79,6 +82,9 @@ def settings() -> Settings:
         pool_max=_int("POSTBOX_POOL_MAX", 4),
         pool_timeout_s=_float("POSTBOX_POOL_TIMEOUT_S", 3.0),
         long_poll_ms=_int("POSTBOX_LONG_POLL_MS", 20000),
+        stream_max_seconds=_float("POSTBOX_STREAM_MAX_SECONDS", 840.0),
+        stream_max_bytes=_int("POSTBOX_STREAM_MAX_BYTES", 16 * 1024 * 1024),
+        stream_heartbeat_ms=_int("POSTBOX_STREAM_HEARTBEAT_MS", 15000),
         waits_per_tenant=_int("POSTBOX_WAITS_PER_TENANT", 100),
         waits_per_address=_int("POSTBOX_WAITS_PER_ADDRESS", 16),
         key_cache_seconds=_int("POSTBOX_KEY_CACHE_SECONDS", 30),

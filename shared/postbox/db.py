@@ -95,6 +95,14 @@ def _read_secret(arn: str) -> dict:
     return _secrets[1].get(arn, transform="json", max_age=SECRET_TTL_S)
 
 
+def forget_credentials() -> None:
+    """Forget the cached secret and IAM tokens: the next connection reads them afresh (an environment
+    restored from a SnapStart snapshot must not use the ones its snapshot held)."""
+    global _secrets
+    _secrets = None
+    _secret_cache.clear()
+
+
 def pool() -> ConnectionPool:
     global _pool
     if _pool is None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from typing import TypeVar
 
 import psycopg
@@ -51,7 +52,7 @@ def long_poll(
     attempt: Callable[[], tuple[T, Iterable[str]]],
     timeout_s: float,
     *,
-    caller: Caller,
+    caller: Caller | None,
     done: Callable[[T], bool] = bool,
     recheck_s: float | None = None,
 ) -> T:
@@ -61,14 +62,16 @@ def long_poll(
     making it long). `attempt` returns (result, channels to wait on); the last result is returned.
 
     A first try that is not `done` goes to wait as one of `caller`'s waits (TooManyRequests over its
-    cap). The waiter is listened for before it tries again and sleeps, so a write that lands between
-    the first try and the LISTEN is never missed."""
+    cap); `caller` None: the request holds its caller's slot already (an open SSE answer). The waiter
+    is listened for before it tries again and sleeps, so a write that lands between the first try and
+    the LISTEN is never missed."""
     recheck_s = RECHECK_SECONDS if recheck_s is None else recheck_s
     deadline = time.monotonic() + max(0.0, min(timeout_s, max_wait_seconds()))
     result, channels = attempt()
     if done(result) or deadline <= time.monotonic():
         return result
-    with wait_slots.held(caller, deadline - time.monotonic()):
+    slot = wait_slots.held(caller, deadline - time.monotonic()) if caller is not None else nullcontext()
+    with slot:
         while not done(result) and deadline > time.monotonic():
             listened = list(channels)
             with listener.current().waiting(listened, deadline) as waiter:

@@ -2,7 +2,8 @@
 package.json) run against Postbox's local gateway, as `make test` runs it.
 
 npm installs the pinned packages into this folder's node_modules (git-ignored); the gateway runs in
-a subprocess on a free loopback port with 500 ms long-poll waits and anonymous `/v1/stream/...`
+a subprocess on a free loopback port with 500 ms long-poll waits (and heartbeats), SSE answers
+open for at most 3 s, and anonymous `/v1/stream/...`
 requests mapped to a fresh tenant (POSTBOX_DURABLE_OPEN_TENANT, never set by default); vitest runs
 the one-line test file and every test it runs must pass: none failed, and the number passed is the
 number collected less the suite's own skips (its opt-in groups). No threshold: a count compared
@@ -59,6 +60,12 @@ def start_gateway(database_url: str, open_tenant: str, long_poll_ms: int = 500) 
         **os.environ,
         "DATABASE_URL": database_url,
         "POSTBOX_LONG_POLL_MS": str(long_poll_ms),
+        # Many of the suite's SSE tests read the headers or a few events and never close the answer
+        # (the reference server keeps each open until its process ends): each open answer holds one
+        # of its caller's wait slots (the suite's requests are anonymous: one address's), so they
+        # end within a few seconds, past any test's need, and the address may hold many.
+        "POSTBOX_STREAM_MAX_SECONDS": "3",
+        "POSTBOX_WAITS_PER_ADDRESS": "1000",
         "POSTBOX_DURABLE_OPEN_TENANT": open_tenant,
         "POSTBOX_POOL_MAX": "24",
         "POWERTOOLS_METRICS_DISABLED": "true",

@@ -291,17 +291,23 @@ def test_long_poll_wakes_on_append(api, stream, notify_only):
     assert notify_only.woken == [True]  # the append's NOTIFY woke it, not a re-check
 
 
-def test_sse_window_wakes_on_append_and_ends_with_it(api, stream, notify_only):
+def test_sse_wakes_on_append_on_its_open_answer(api, stream, notify_only):
+    """Under `postbox dev` an SSE answer is streamed: the append's NOTIFY wakes it and its events come
+    on the same, still open answer (chunked, no Content-Length, as the protocol asks)."""
     path, _ = stream
-    r = _while_waiting(notify_only, lambda: api.get(path, params={"offset": off(2), "live": "sse"}),
-                       lambda: api.post(path, content=b'{"late": true}', headers={"content-type": "application/json"}))
-    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
-    assert "content-length" not in r.headers  # the local server streams it (chunked), as the protocol asks
-    events = [e for e in r.text.split("\n\n") if e]
-    assert [e.splitlines()[0] for e in events] == ["event: control", "event: data", "event: control"]
-    assert events[1].splitlines()[1] == 'data:[{"late":true}]'
-    assert f'"streamNextOffset":"{off(3)}"' in events[2]
-    assert notify_only.woken == [True]
+    with api.stream("GET", path, params={"offset": off(2), "live": "sse"}) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        assert "content-length" not in r.headers and r.headers["transfer-encoding"] == "chunked"
+        lines = r.iter_lines()
+        caught_up = [next(lines), next(lines), next(lines)]
+        assert caught_up[0] == "event: control" and f'"streamNextOffset":"{off(2)}"' in caught_up[1]
+        notify_only.wait_until_asleep()
+        late = api.post(path, content=b'{"late": true}', headers={"content-type": "application/json"})
+        assert late.status_code == 204
+        events = [next(lines) for _ in range(6)]
+    assert events[0] == "event: data" and events[1] == 'data:[{"late":true}]'
+    assert events[3] == "event: control" and f'"streamNextOffset":"{off(3)}"' in events[4]
+    assert notify_only.woken[0] is True  # the append's NOTIFY woke it, not a re-check
 
 
 def test_the_lambda_sse_answer_is_a_whole_event_stream_without_framing_headers(api, stream):

@@ -86,7 +86,19 @@ def _outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
         out.update(
             arn=fn_arn,
             invokeArn=f"arn:aws:apigateway:{REGION}:lambda:path/2015-03-31/functions/{fn_arn}/invocations",
+            version="1" if inputs.get("publish") else "$LATEST",
         )
+    elif typ == "aws:lambda/alias:Alias":
+        alias_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{inputs['functionName']}:{inputs['name']}"
+        out.update(
+            arn=alias_arn,
+            invokeArn=f"arn:aws:apigateway:{REGION}:lambda:path/2015-03-31/functions/{alias_arn}/invocations",
+        )
+    elif typ == "aws:apigateway/restApi:RestApi":
+        out.update(id="rest123", rootResourceId="root123",
+                   executionArn=f"arn:aws:execute-api:{REGION}:{ACCOUNT}:rest123")
+    elif typ == "aws:apigateway/stage:Stage":
+        out.update(invokeUrl=f"https://rest123.execute-api.{REGION}.amazonaws.com/{inputs['stageName']}")
     elif typ == "aws:lambda/layerVersion:LayerVersion":
         out.update(arn=f"arn:aws:lambda:{REGION}:{ACCOUNT}:layer:{inputs['layerName']}:1")
     elif typ == "aws:cloudwatch/logGroup:LogGroup":

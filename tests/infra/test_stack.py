@@ -259,6 +259,9 @@ def test_function_environment(prod: StackRun):
         if name in ("work", "work-gdpr"):  # the GDPR export routes' surface and the agent writing exports
             expected.update(POSTBOX_EXPORT_BUCKET="postbox-prod-exports-abc123", POSTBOX_EXPORT_RETENTION_DAYS="7",
                             POSTBOX_EXPORT_URL_SECONDS="900")
+        if name == "durable":  # the streaming runtime, and its answers' cap (test_streaming.py)
+            expected.update(AWS_LAMBDA_EXEC_WRAPPER="/var/task/functions/stream-bootstrap",
+                            POSTBOX_STREAM_MAX_SECONDS="840")
         assert env == expected, name
         assert fn.inputs["tracingConfig"] == {"mode": "PassThrough"}
 
@@ -301,7 +304,7 @@ def test_sizes_come_from_config():
     fns = functions_by_name(run)
     for name in route_table.FUNCTIONS:
         assert fns[name].inputs["memorySize"] == 1024
-        assert fns[name].inputs["timeout"] == 25
+        assert fns[name].inputs["timeout"] == (900 if name == "durable" else 25)  # durable: test_streaming.py
     assert all(f.inputs["environment"]["variables"]["POSTBOX_LONG_POLL_MS"] == "15000" for f in fns.values())
     assert {g.inputs["retentionInDays"] for g in run.of_type("aws:cloudwatch/logGroup:LogGroup")} == {30}
 

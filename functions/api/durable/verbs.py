@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 import re
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, unquote
 
 from aws_lambda_powertools.event_handler import Response
 
+from functions import streaming
 from functions.api.durable.resolver import app, principal, query
 from functions.api.durable.wire import (
     MAX_BODY,
@@ -31,11 +34,11 @@ from functions.api.durable.wire import (
     wants_ndjson,
     whole_number,
 )
-from postbox import wait_slots, wakeup
+from postbox import config, wait_slots, wakeup
 from postbox.durable import catalog, lifecycle, live, offsets, reads, snapshots, writes
 from postbox.durable.access import Access
 from postbox.durable.model import CreateSpec, Read, Scope
-from postbox.errors import Invalid
+from postbox.errors import Invalid, PostboxError
 
 _URL_SAFE = "/%:@!$&'()*+,;=-._~"  # what a path keeps as is; anything else is percent-encoded
 
@@ -227,19 +230,58 @@ def _waiting_caller() -> wait_slots.Caller:
 
 
 def _sse(form: Form, start: int | None, now: bool, cursor: str | None, incarnation: str | None) -> Response:
-    """A bounded SSE answer: each data event followed by a control event, one control event for a
-    read that found nothing."""
+    """An SSE answer: each data event followed by a control event, one control event for a read that
+    found nothing. Streamed where the door carries it (open until the stream closes, see `_sse_stream`),
+    else one bounded window."""
+    if streaming.available():
+        return _sse_stream(form, start, now, cursor, incarnation)
     batches = live.window(form.scope, form.name, start, now=now, incarnation=incarnation, max_bytes=MAX_READ,
                           timeout_s=wakeup.max_wait_seconds(), caller=_waiting_caller())
     binary = sse_is_binary(batches[0].stream.content_type)
     parts: list[str] = []
     for result in batches:
         parts.extend(_sse_events(result, cursor, binary))
-    stream = batches[-1].stream
+    return _sse_answer(form, batches[-1].stream, binary, "".join(parts))
+
+
+def _sse_answer(form: Form, stream: Any, binary: bool, body: Any) -> Response:
     out = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache, no-store", **form.extra(stream.incarnation)}
     if binary:
         out["Stream-SSE-Data-Encoding"] = "base64"
-    return answer(200, out, "".join(parts), "text/event-stream")
+    return answer(200, out, body, "text/event-stream")
+
+
+def _sse_stream(form: Form, start: int | None, now: bool, cursor: str | None, incarnation: str | None) -> Response:
+    """An open SSE answer: the catch-up, then each append as it lands, a control event (the client's
+    offset, `upToDate`) after every heartbeat without one, until the stream is closed at its tail, the
+    invocation's deadline or POSTBOX_STREAM_MAX_SECONDS (the client reconnects from the last
+    `streamNextOffset`). The catch-up is read here, so a missing stream is still a 404."""
+    settings = config.settings()
+    until = min(streaming.deadline(), time.monotonic() + settings.stream_max_seconds)
+    follow = live.follow(form.scope, form.name, start, now=now, incarnation=incarnation, max_bytes=MAX_READ,
+                         total_bytes=settings.stream_max_bytes, heartbeat_s=settings.stream_heartbeat_ms / 1000,
+                         until=until, caller=_waiting_caller())
+    first = next(follow)
+    binary = sse_is_binary(first.stream.content_type)
+    return _sse_answer(form, first.stream, binary, streaming.StreamedBody(_sse_chunks(first, follow, cursor, binary)))
+
+
+def _sse_chunks(first: Read, follow: Iterator[Read | None], cursor: str | None, binary: bool) -> Iterator[bytes]:
+    """The events of a streamed SSE answer, one chunk per read or heartbeat. A refusal met on the way
+    (the stream deleted, its offsets removed) ends the answer: the client's reconnect is told why."""
+    last = first
+    try:
+        yield "".join(_sse_events(first, cursor, binary)).encode()
+        for result in follow:
+            if result is None:
+                yield sse_event("control", _control(last.stream, last.next_offset, cursor)).encode()
+                continue
+            last = result
+            yield "".join(_sse_events(result, cursor, binary)).encode()
+    except PostboxError:
+        return
+    finally:
+        follow.close()
 
 
 def _sse_events(result: Read, cursor: str | None, binary: bool) -> list[str]:

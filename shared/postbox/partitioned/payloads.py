@@ -125,6 +125,12 @@ def ring() -> KeyRing:
         return loaded
 
 
+def forget_ring() -> None:
+    """Forget the cached key ring: the next seal or open reads it afresh."""
+    global _ring
+    _ring = None
+
+
 def _aead(key: bytes) -> Any:
     try:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
