@@ -5,8 +5,9 @@
 --   queue        in: messages sent; out: messages removed (read and deleted or archived, dead-
 --                lettered away, purged, expired); depth: in - out; oldest: its first message.
 --   work         in: messages published; out: messages that left its depth (completed, failed,
---                cancelled, expired, dead-lettered, routed or handed to a push delivery); depth:
---                pending + claimed; oldest: its first live message.
+--                cancelled, expired, dead-lettered, archived by a routing rule or handed to a push
+--                delivery): published - depth; depth: pending + claimed; oldest: its first live
+--                message.
 --   partitioned  in: messages pushed; out: acknowledgements and dead letters, one per consumer
 --                group; depth: per partition, what its slowest consumer group has not consumed
 --                (all it holds while a group has not read it, or no group exists), summed;
