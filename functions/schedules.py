@@ -151,5 +151,12 @@ AGENTS: tuple[Agent, ...] = (
         " MaxNumberOfMessagesPerSecond, for up to 50 s a run, in batches of one transaction each.",
         local_every_seconds=1,
     ),
+    Agent(
+        "history",
+        "functions.agents.history.handler",
+        60,
+        "Console charts: records each queue's, work queue's, partitioned queue's and keyed stream's"
+        " messages in and out, depth and oldest message's age once a minute; deletes records over a day old.",
+    ),
     # (each surface adds its agents above this line)
 )

@@ -11,12 +11,13 @@ import re
 import threading
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import orjson
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder, Route
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from functions.api.lazy_routers import LazyRouters
 from functions.observability import request_logger
@@ -25,6 +26,9 @@ from postbox import inputs
 from postbox.db import RETRY_AFTER_S
 from postbox.errors import Forbidden, PostboxError, Unauthorized, Unavailable
 from postbox.tenancy import Principal
+
+# A history route's `window`: the chart's last hour or last day, one point a minute (postbox.history).
+HistoryWindow = Annotated[Literal["hour", "day"], Query(description="the last hour or the last day, a point a minute")]
 
 Envelope = Callable[[int, str, str, dict[str, Any]], dict[str, Any]]
 

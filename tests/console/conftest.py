@@ -45,9 +45,9 @@ def screenshot(tmp_path_factory):
     folder = SCREENSHOTS if os.environ.get("POSTBOX_SCREENSHOTS") == "1" else tmp_path_factory.mktemp("screens")
     folder.mkdir(parents=True, exist_ok=True)
 
-    def take(page, name: str) -> Path:
+    def take(page, name: str, *, full_page: bool = True) -> Path:
         path = folder / f"{name}.png"
-        page.screenshot(path=str(path), full_page=True)
+        page.screenshot(path=str(path), full_page=full_page)
         assert path.stat().st_size > 5_000  # a real page, not a blank one
         return path
 

@@ -50,7 +50,7 @@ def test_queue_listed_with_depth_browsed_and_dead_letter_replayed(page, gateway,
 
     page.click('a.queue-link:text-is("emails")')
     expect(page.locator("#message-table")).to_contain_text("user4@example.com")
-    expect(page.locator("#depth-chart svg")).to_be_visible()
+    expect(page.locator('#history .history-chart[data-series="depth"] canvas')).to_be_visible()
     screenshot(page, "queue")
 
     page.click("#tab-dead")

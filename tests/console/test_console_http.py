@@ -19,7 +19,7 @@ def test_console_page_and_assets_are_served_without_a_key(gateway):
 
 def test_the_console_pages_fetch_nothing_from_elsewhere(gateway):
     for asset in ("index.html", "app.js", "lib.js", "queues.js", "partitioned.js", "streams.js", "flows.js",
-                  "style.css"):
+                  "work.js", "charts.js", "style.css", "uPlot.min.css"):
         text = httpx.get(f"{gateway.url}/console/{asset}").text
         assert "http://" not in text.replace("http://www.w3.org/2000/svg", "") and "https://" not in text, asset
 

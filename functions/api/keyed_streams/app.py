@@ -9,7 +9,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from pydantic import ValidationError
 
-from functions.api.common import SurfaceResolver, first_invalid
+from functions.api.common import HistoryWindow, SurfaceResolver, first_invalid
 from functions.api.keyed_streams.schema import (
     Consume,
     CreateProject,
@@ -76,6 +76,11 @@ def create_stream(body: Annotated[CreateStream, Body()], project: Project = None
 @streams.get("/<stream>")
 def get_stream(stream: str, project: Project = None) -> dict:
     return service.get_stream(app.principal(), stream, project)
+
+
+@streams.get("/<stream>/history")
+def stream_history(stream: str, window: HistoryWindow = "hour", project: Project = None) -> dict:
+    return service.stream_history(app.principal(), stream, project, window)
 
 
 @streams.patch("/<stream>")

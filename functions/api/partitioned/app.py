@@ -15,7 +15,7 @@ from typing import Annotated, Any
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
-from functions.api.common import SurfaceResolver, first_invalid, json_response
+from functions.api.common import HistoryWindow, SurfaceResolver, first_invalid, json_response
 from functions.api.partitioned.schema import (
     AckBatch,
     AckBody,
@@ -195,6 +195,11 @@ def replay(body: Annotated[Replay, Body()]):
 @app.get(API + "/resources/queues/<queue>")
 def queue_resource(queue: str):
     return service.queue_resource(app.principal(), queue)
+
+
+@app.get(API + "/resources/queues/<queue>/history")
+def queue_history(queue: str, window: HistoryWindow = "hour"):
+    return service.queue_history(app.principal(), queue, window)
 
 
 @app.delete(API + "/resources/queues/<queue>")

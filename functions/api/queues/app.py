@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
-from functions.api.common import SurfaceResolver, json_response
+from functions.api.common import HistoryWindow, SurfaceResolver, json_response
 from functions.api.queues import sqs_credentials
 from functions.api.queues.schema import (
     CreateQueue,
@@ -73,6 +73,11 @@ def delete_queue(name: str) -> dict:
 @queues.get("/<name>/metrics")
 def queue_metrics(name: str) -> dict:
     return service.queue_metrics(app.principal(), name)
+
+
+@queues.get("/<name>/history")
+def queue_history(name: str, window: HistoryWindow = "hour") -> dict:
+    return service.queue_history(app.principal(), name, window)
 
 
 @messages.post("/<name>/send", responses={201: {"description": "Sent"}})

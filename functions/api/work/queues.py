@@ -10,6 +10,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from pydantic import Field
 
+from functions.api.common import HistoryWindow
 from functions.api.work.envelope import Cursor, Limit, caller, data, listing
 from functions.api.work.fields import SLUG, QueueDefaults, Text
 from postbox.work import queues
@@ -50,6 +51,11 @@ def delete_queue(scope_id: str, queue_id: str):
 @router.get(QUEUE + "/stats")
 def queue_stats(scope_id: str, queue_id: str):
     return data(queues.stats(caller(), scope_id, queue_id))
+
+
+@router.get(QUEUE + "/history")
+def queue_history(scope_id: str, queue_id: str, window: HistoryWindow = "hour"):
+    return data(queues.queue_history(caller(), scope_id, queue_id, window))
 
 
 @router.post(QUEUE + "/pause")

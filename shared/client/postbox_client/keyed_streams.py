@@ -53,6 +53,11 @@ class StreamCalls:
         return self._t.run(Call("GET", _s(stream), params=self._p(), idempotent=True,
                                 parse=lambda r: build(Stream, r.json())))
 
+    def history(self, stream: str, window: str = "hour") -> dict[str, Any]:
+        """Depth, oldest age and messages in and out per minute, a point a minute over the last `window`
+        ("hour" or "day"), as columns (`t`, `depth`, ...); recorded once a minute."""
+        return self._t.run(Call("GET", _s(stream) + "/history", params=self._p(window=window), idempotent=True))
+
     def update(self, stream: str, **changes: Any) -> dict[str, Any]:
         return self._t.run(Call("PATCH", _s(stream), params=self._p(), json=changes, idempotent=True))
 

@@ -95,6 +95,12 @@ class PartitionedCalls:
         """Options, counters, partitions and per-group lag of a queue."""
         return self._t.run(Call("GET", f"/api/v1/resources/queues/{quote(queue, safe='')}", idempotent=True))
 
+    def history(self, queue: str, window: str = "hour") -> dict[str, Any]:
+        """Depth, oldest age and messages in and out per minute, a point a minute over the last `window`
+        ("hour" or "day"), as columns (`t`, `depth`, ...); recorded once a minute."""
+        return self._t.run(Call("GET", f"/api/v1/resources/queues/{quote(queue, safe='')}/history",
+                                params={"window": window}, idempotent=True))
+
 
 def _results(data: Any) -> list[dict[str, Any]]:
     if isinstance(data, list):

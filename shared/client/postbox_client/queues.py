@@ -60,6 +60,11 @@ class QueueCalls:
         return self._t.run(Call("GET", _q(name) + "/metrics", idempotent=True,
                                 parse=lambda r: build(QueueMetrics, r.json())))
 
+    def history(self, name: str, window: str = "hour") -> dict[str, Any]:
+        """Depth, oldest age and messages in and out per minute, a point a minute over the last `window`
+        ("hour" or "day"), as columns (`t`, `depth`, ...); recorded once a minute."""
+        return self._t.run(Call("GET", _q(name) + "/history", params={"window": window}, idempotent=True))
+
     def send(self, name: str, message: Any, *, delay: float = 0, headers: dict[str, Any] | None = None) -> int:
         """Send one message; its msg_id. Not retried once it may have landed (a send has no idempotency key)."""
         body = {"message": message, "delay": delay, **({"headers": headers} if headers else {})}

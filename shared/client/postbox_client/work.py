@@ -97,6 +97,11 @@ class WorkCalls:
     def stats(self, scope: str | dict, queue: str | dict) -> dict[str, Any]:
         return self._get(f"/scopes/{_id(scope)}/queues/{_id(queue)}/stats")
 
+    def history(self, scope: str | dict, queue: str | dict, window: str = "hour") -> dict[str, Any]:
+        """Depth, oldest age and messages in and out per minute, a point a minute over the last `window`
+        ("hour" or "day"), as columns (`t`, `depth`, ...); recorded once a minute."""
+        return self._get(f"/scopes/{_id(scope)}/queues/{_id(queue)}/history", {"window": window})
+
     # ---- messages -------------------------------------------------------------------------------
 
     def publish(self, scope: str | dict, queue: str | dict, body: Any, **fields: Any) -> Message:

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import psycopg
 
-from .. import db, names, wait_slots, wakeup
+from .. import db, history, names, wait_slots, wakeup
 from ..errors import Conflict, Invalid, NotFound
 from ..tenancy import DEFAULT_PROJECT, Principal
 from . import access, catalog, delivery, lifecycle, messages, publishing, subscriptions
@@ -105,6 +105,12 @@ def get_stream(principal: Principal, name: str, project: str | None) -> dict[str
         }
 
     return _work(run)
+
+
+def stream_history(principal: Principal, name: str, project: str | None, window: str) -> dict[str, Any]:
+    """The stream's depth, oldest age and messages in and out per minute over `window` (charts)."""
+    access.require(principal, "read")
+    return _work(lambda conn: history.series(conn, "stream", _stream(conn, principal, name, project).id, window))
 
 
 def patch_stream(principal: Principal, name: str, project: str | None, changes: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .. import db, tenancy, wait_slots, wakeup
+from .. import db, history, tenancy, wait_slots, wakeup
 from ..errors import Invalid, NotFound
 from ..tenancy import Principal
 from . import QUEUE_MODE, admin, consume, dlq, produce, queues, reads, resources
@@ -155,6 +155,13 @@ def queue_resource(principal: Principal, queue: str) -> dict[str, Any]:
     tenant = _require(principal, "read")
     with db.transaction() as conn:
         return resources.queue(conn, tenant, queue)
+
+
+def queue_history(principal: Principal, queue: str, window: str) -> dict[str, Any]:
+    """The queue's depth, oldest age and messages in and out per minute over `window` (charts)."""
+    tenant = _require(principal, "read")
+    with db.transaction() as conn:
+        return history.series(conn, "partitioned", queues.get(conn, tenant, queue).id, window)
 
 
 def delete_queue(principal: Principal, queue: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 
-from .. import db, tenancy
+from .. import db, history, tenancy
 from ..errors import NotFound
 from ..tenancy import Principal
 from . import engine, plans
@@ -150,3 +150,10 @@ def queue_metrics(principal: Principal, name: str) -> dict[str, Any]:
     with db.transaction() as conn:
         queue = find(conn, principal, name)
         return _metrics(conn, queue.ref.id, name)
+
+
+def queue_history(principal: Principal, name: str, window: str) -> dict[str, Any]:
+    """The queue's depth, oldest age and messages in and out per minute over `window` (charts)."""
+    require(principal, "read")
+    with db.transaction() as conn:
+        return history.series(conn, "queue", find(conn, principal, name).ref.id, window)

@@ -6,7 +6,7 @@ change, delete within the plan) and `messages` (send, read, archive, browse).
 
 from __future__ import annotations
 
-from .catalog import get_queue, list_queues, queue_metrics
+from .catalog import get_queue, list_queues, queue_history, queue_metrics
 from .messages import (
     MAX_HEADERS_BYTES,
     archive_messages,
@@ -25,5 +25,5 @@ __all__ = [
     "CONSUMER_DEFAULTS", "DEFAULT_VT", "MAX_HEADERS_BYTES", "NAME",
     "archive_messages", "browse_messages", "create_queue", "delete_message", "delete_messages",
     "delete_queue", "get_queue", "list_queues", "patch_queue", "pop_messages", "purge_queue",
-    "queue_metrics", "read_messages", "send_messages", "set_visibility",
+    "queue_history", "queue_metrics", "read_messages", "send_messages", "set_visibility",
 ]

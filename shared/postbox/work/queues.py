@@ -10,7 +10,7 @@ from typing import Any
 
 import psycopg
 
-from .. import db, limits
+from .. import db, history, limits
 from ..errors import Conflict
 from ..tenancy import Principal, require
 from . import acl, audit
@@ -149,6 +149,14 @@ def stats(principal: Principal, scope_id: str, queue_id: str) -> dict[str, Any]:
         "depth_claimed": int(claimed), "published_total": int(published), "completed_total": int(completed),
         "dead_lettered_total": int(dead),
     }
+
+
+def queue_history(principal: Principal, scope_id: str, queue_id: str, window: str) -> dict[str, Any]:
+    """The queue's depth, oldest age and messages in and out per minute over `window` (charts)."""
+    tenant_id = require(principal, VIEW)
+    with db.connection() as conn:
+        row = _row(conn, principal, VIEW, tenant_id, *_ids(scope_id, queue_id))
+        return {"queue_id": str(row[1]), **history.series(conn, "work", row[0], window)}
 
 
 def set_paused(principal: Principal, scope_id: str, queue_id: str, paused: bool) -> dict[str, Any]:

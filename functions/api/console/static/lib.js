@@ -1,4 +1,4 @@
-// Shared by every page: the API call with the key, DOM building, tables, numbers, the SVG chart.
+// Shared by every page: the API call with the key, DOM building, tables, numbers, the SVG sparkline.
 'use strict';
 
 export const BASE = location.pathname.replace(/\/console(\/.*)?$/, '');
@@ -91,17 +91,6 @@ export function showError(where, error) {
   where.replaceChildren(h('p', { class: 'error' }, error.message || String(error)));
 }
 
-// Depth samples the console took while open, per queue, kept for this browser session.
-const SAMPLES = 'postbox.depth';
-export function recordDepth(name, depth) {
-  const all = JSON.parse(sessionStorage.getItem(SAMPLES) || '{}');
-  const list = (all[name] || []).filter(([t]) => t > Date.now() - 3600e3);
-  list.push([Date.now(), depth]);
-  all[name] = list.slice(-360);
-  sessionStorage.setItem(SAMPLES, JSON.stringify(all));
-  return all[name];
-}
-
 const SVG = 'http://www.w3.org/2000/svg';
 function s(tag, attrs = {}, ...children) {
   const el = document.createElementNS(SVG, tag);
@@ -110,28 +99,16 @@ function s(tag, attrs = {}, ...children) {
   return el;
 }
 
-// A line chart of [time ms, value] points as inline SVG; `spark` draws it bare and small.
-export function chart(points, { width = 640, height = 160, spark = false } = {}) {
-  const pad = spark ? 2 : 28;
+// A small bare line of [time ms, value] points as inline SVG (a table cell's sparkline).
+export function spark(points, { width = 140, height = 28 } = {}) {
+  const pad = 2;
   const w = width - pad * 2, hh = height - pad * 2;
-  const svg = s('svg', { viewBox: `0 0 ${width} ${height}`, width, height, class: spark ? 'spark' : 'chart-svg',
-                         role: 'img' });
+  const svg = s('svg', { viewBox: `0 0 ${width} ${height}`, width, height, class: 'spark', role: 'img' });
   if (!points.length) return svg;
   const t0 = points[0][0], t1 = Math.max(points[points.length - 1][0], t0 + 1);
   const max = Math.max(1, ...points.map((p) => p[1]));
   const xy = points.map(([t, v]) => [pad + ((t - t0) / (t1 - t0)) * w, pad + hh - (v / max) * hh]);
   if (points.length === 1) xy.push([pad + w, xy[0][1]]);
-  const line = xy.map(([x, y]) => `${x.toFixed(1)},${y.toFixed(1)}`).join(' ');
-  if (!spark) {
-    for (const f of [0, 0.5, 1]) {
-      const y = pad + hh - f * hh;
-      svg.append(s('line', { x1: pad, x2: pad + w, y1: y, y2: y, class: 'grid' }),
-                 s('text', { x: 2, y: y + 4 }, String(Math.round(max * f))));
-    }
-    svg.append(s('polygon', { points: `${pad},${pad + hh} ${line} ${pad + w},${pad + hh}`, class: 'area' }),
-               s('text', { x: pad, y: height - 6 }, new Date(t0).toLocaleTimeString('en-GB')),
-               s('text', { x: pad + w - 50, y: height - 6 }, new Date(t1).toLocaleTimeString('en-GB')));
-  }
-  svg.append(s('polyline', { points: line, class: 'line' }));
+  svg.append(s('polyline', { points: xy.map(([x, y]) => `${x.toFixed(1)},${y.toFixed(1)}`).join(' '), class: 'line' }));
   return svg;
 }

@@ -1,6 +1,7 @@
 // Partitioned queues: partitions, consumer groups and lag, counters, dead letters and their replay.
 // The API has no list of partitioned queues, so the console remembers the names opened here.
 'use strict';
+import { historyPanel } from './charts.js';
 import { api, cards, enc, fmt, h, json, showError, table } from './lib.js';
 
 const KNOWN = 'postbox.partitioned';
@@ -35,6 +36,7 @@ export async function partitionedPage(main, signal, name) {
   };
   const note = h('div');
   const dead = h('div', { id: 'pq-dead' });
+  const history = historyPanel(`/api/v1/resources/queues/${enc(name)}/history`, signal);
   async function showDead() {
     const d = await api('GET', `/api/v1/dlq?queue=${enc(name)}&limit=100`, undefined, { signal });
     dead.replaceChildren(table(d.messages, [
@@ -53,6 +55,7 @@ export async function partitionedPage(main, signal, name) {
   main.replaceChildren(
     h('h1', {}, h('a', { href: '#/partitioned' }, 'Partitioned queues'), ' / ', name),
     cards(Object.entries(res.counters || {}).map(([k, v]) => [k, fmt(v)])),
+    history.panel,
     h('h2', {}, 'Partitions and consumer groups'),
     table(rows, [
       { label: 'Partition', get: (r) => r.p.name },
@@ -65,5 +68,5 @@ export async function partitionedPage(main, signal, name) {
     ], { empty: 'No partitions yet.', id: 'partition-table' }),
     h('h2', {}, 'Options'), json(res.options, true),
     h('h2', {}, 'Dead letters'), note, dead);
-  await showDead();
+  await Promise.all([showDead(), history.load()]);
 }

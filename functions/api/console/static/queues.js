@@ -1,26 +1,37 @@
-// Queues: the list with depth, in flight, oldest age and depth over time; one queue's messages by
-// state, sending, and replaying dead letters.
+// Queues: the list with depth, in flight, oldest age and depth over the last hour; one queue's
+// history charts, messages by state, sending, and replaying dead letters.
 'use strict';
-import { age, api, cards, chart, enc, every, fmt, h, json, recordDepth, showError, table, when } from './lib.js';
+import { historyPanel } from './charts.js';
+import { age, api, cards, enc, every, fmt, h, json, showError, spark, table, when } from './lib.js';
 
 const Q = '/api/v1/queues';
+const MINUTE = 60_000;
 
 export async function queuesPage(main, signal) {
   const body = h('div', { id: 'queues' });
   main.replaceChildren(h('h1', {}, 'Queues'), body,
-    h('p', { class: 'muted' }, 'Depth over time: samples this console took every 5 s while open.'));
+    h('p', { class: 'muted' }, 'Depth, last hour: a point a minute, recorded by Postbox.'));
+  const depths = new Map();  // queue name -> [time ms, depth] of its last hour, fetched once a minute
+  let fetchedAt = 0;
+  async function lastHours(queues) {
+    if (Date.now() - fetchedAt < MINUTE) return;
+    fetchedAt = Date.now();
+    await Promise.all(queues.map((q) => api('GET', `${Q}/${enc(q.name)}/history?window=hour`, undefined, { signal })
+      .then((d) => depths.set(q.name, d.t.map((t, i) => [t * 1000, d.depth[i]]))).catch(() => {})));
+  }
   async function load() {
     const { queues } = await api('GET', Q, undefined, { signal });
-    const metrics = await Promise.all(queues.map((q) => api('GET', `${Q}/${enc(q.name)}/metrics`, undefined, { signal })
-      .catch(() => ({}))));
-    const rows = queues.map((q, i) => ({ ...q, m: metrics[i], samples: recordDepth(q.name, q.queue_length) }));
+    const [metrics] = await Promise.all([
+      Promise.all(queues.map((q) => api('GET', `${Q}/${enc(q.name)}/metrics`, undefined, { signal }).catch(() => ({})))),
+      lastHours(queues)]);
+    const rows = queues.map((q, i) => ({ ...q, m: metrics[i], samples: depths.get(q.name) || [] }));
     body.replaceChildren(table(rows, [
       { label: 'Queue', get: (r) => h('a', { href: `#/queues/${enc(r.name)}`, class: 'queue-link' }, r.name) },
       { label: 'Depth', num: true, get: (r) => h('span', { class: 'depth', 'data-queue': r.name }, fmt(r.queue_length)) },
       { label: 'In flight', num: true, get: (r) => fmt(r.m.in_flight) },
       { label: 'Oldest', num: true, get: (r) => age(r.metrics?.oldest_msg_age_sec) },
       { label: 'Dead', num: true, get: (r) => fmt(r.dead_total) },
-      { label: 'Depth over time', get: (r) => chart(r.samples, { width: 140, height: 28, spark: true }) },
+      { label: 'Depth, last hour', get: (r) => spark(r.samples) },
       { label: 'Dead-letter queue', get: (r) => r.dead_letter_queue || '' },
     ], { empty: 'No queues yet: create one with the API, the client or `postbox queues create NAME`.', id: 'queue-table' }));
   }
@@ -49,7 +60,7 @@ async function replay(queue, message) {
 export async function queuePage(main, signal, name) {
   const queue = await api('GET', `${Q}/${enc(name)}`, undefined, { signal });
   const stats = h('div', { id: 'stats' });
-  const graph = h('div', { class: 'chart', id: 'depth-chart' });
+  const history = historyPanel(`${Q}/${enc(name)}/history`, signal);
   const list = h('div', { id: 'messages' });
   const note = h('div', { id: 'note' });
   let state = 'waiting';
@@ -61,7 +72,6 @@ export async function queuePage(main, signal, name) {
     stats.replaceChildren(cards([['depth', fmt(m.queue_length), 'stat-depth'], ['visible', fmt(m.visible)],
       ['in flight', fmt(m.in_flight)], ['delayed', fmt(m.delayed)], ['oldest', age(m.oldest_msg_age_sec)],
       ['archived', fmt(m.archived)], ['dead lettered', fmt(m.dead_lettered)]]));
-    graph.replaceChildren(h('div', { class: 'muted' }, 'depth over time'), chart(recordDepth(name, m.queue_length)));
   }
 
   async function showMessages() {
@@ -103,7 +113,7 @@ export async function queuePage(main, signal, name) {
   main.replaceChildren(h('h1', {}, h('a', { href: '#/queues' }, 'Queues'), ' / ', name),
     h('p', { class: 'muted' }, `visibility timeout ${fmt(queue.visibility_timeout_sec)} s · max reads ${fmt(queue.max_reads)}`
       + (queue.dead_letter_queue ? ` · dead letters go to ${queue.dead_letter_queue}` : '')),
-    stats, graph, h('h2', {}, 'Send a message'), send, note, h('h2', {}, 'Messages'), tabs, list);
-  await Promise.all([showStats(), showMessages()]);
+    stats, history.panel, h('h2', {}, 'Send a message'), send, note, h('h2', {}, 'Messages'), tabs, list);
+  await Promise.all([showStats(), showMessages(), history.load()]);
   every(signal, showStats);
 }

@@ -1,5 +1,6 @@
 // Keyed streams (list, subscriptions, recent messages) and durable streams (a live tail).
 'use strict';
+import { historyPanel } from './charts.js';
 import { BASE, api, enc, fmt, h, json, session, table } from './lib.js';
 
 export async function streamsPage(main, signal) {
@@ -23,7 +24,9 @@ export async function streamPage(main, signal, spec) {
     api('GET', `${base}/subscriptions${p}`, undefined, { signal }),
     api('GET', `${base}/messages${p}${p ? '&' : '?'}limit=50`, undefined, { signal }),
   ]);
+  const history = historyPanel(`${base}/history${p}`, signal);
   main.replaceChildren(h('h1', {}, h('a', { href: '#/streams' }, 'Streams'), ' / ', name),
+    history.panel,
     h('h2', {}, 'Subscriptions'),
     table(subs.subscriptions, [
       { label: 'Subscription', get: (s) => s.name },
@@ -41,6 +44,7 @@ export async function streamPage(main, signal, spec) {
       { label: 'Published', get: (m) => m.published_at },
       { label: 'Payload', get: (m) => json(m.payload) },
     ], { empty: 'No messages.' }));
+  await history.load();
 }
 
 // Durable streams: catch up from the start, then long-poll for appends until the page changes.

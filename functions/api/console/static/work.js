@@ -1,6 +1,7 @@
 // Work queues: scopes and the system agents; a scope's queues with their depths; one queue's
 // messages by state, and publishing into it.
 'use strict';
+import { historyPanel } from './charts.js';
 import { api, cards, enc, every, fmt, h, json, showError, table } from './lib.js';
 
 const W = '/v1/modules/scaiqueue';
@@ -61,6 +62,7 @@ async function workQueuePage(main, signal, scopeId, queueId) {
   const base = `/scopes/${enc(scopeId)}/queues/${enc(queueId)}`;
   const [scope, queue] = await Promise.all([data(`/scopes/${enc(scopeId)}`, signal), data(base, signal)]);
   const stats = h('div', { id: 'work-stats' });
+  const history = historyPanel(`${W}${base}/history`, signal, { unwrap: (answer) => answer.data });
   const list = h('div', { id: 'work-messages' });
   const note = h('div', { id: 'note' });
   let state = 'pending';
@@ -106,8 +108,8 @@ async function workQueuePage(main, signal, scopeId, queueId) {
     h('a', { href: `#/work/${enc(scopeId)}` }, scope.slug), ' / ', queue.slug),
     h('p', { class: 'muted' }, `${queue.ordering} · ${queue.consumer_mode} · ${queue.state}`
       + (queue.max_depth ? ` · max depth ${fmt(queue.max_depth)} (${queue.overflow_policy})` : '')),
-    stats, queue.is_system ? '' : h('h2', {}, 'Publish a message'), queue.is_system ? '' : publish, note,
-    h('h2', {}, 'Messages'), tabs, list);
-  await Promise.all([showStats(), showMessages()]);
+    stats, history.panel, queue.is_system ? '' : h('h2', {}, 'Publish a message'), queue.is_system ? '' : publish,
+    note, h('h2', {}, 'Messages'), tabs, list);
+  await Promise.all([showStats(), showMessages(), history.load()]);
   every(signal, showStats);
 }
