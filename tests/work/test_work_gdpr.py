@@ -112,7 +112,7 @@ def _counters_match(queue_ids: list[str]) -> None:
         for qid in queue_ids:
             counted, live = conn.execute(
                 "SELECT (SELECT array[coalesce(sum(pending), 0), coalesce(sum(claimed), 0)]::bigint[]"
-                "        FROM work_queue_counters c WHERE c.queue_id = q.id),"
+                "        FROM work_queue_depths(ARRAY[q.id]) c),"
                 "       (SELECT array[count(*) FILTER (WHERE state = 'pending'),"
                 "                     count(*) FILTER (WHERE state = 'claimed')]::bigint[]"
                 "        FROM work_messages m WHERE m.queue_id = q.id AND m.ended_at IS NULL)"
@@ -309,7 +309,7 @@ def test_a_step_added_to_the_list_runs_in_its_turn(tenant, monkeypatch):
 def _journal(world: World) -> dict[int, dict]:
     with db.connection() as conn:
         return {r[0]: r[1] for r in conn.execute(
-            "SELECT seq, to_jsonb(j) FROM work_journal j WHERE tenant_id = %s", (world.tenant.tenant_id,))}
+            "SELECT seq, to_jsonb(j) FROM work_journal_entries j WHERE tenant_id = %s", (world.tenant.tenant_id,))}
 
 
 def _a_messages(world: World) -> set[str]:

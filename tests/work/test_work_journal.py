@@ -15,6 +15,17 @@ def _events(principal, scope):
     return browse.list_messages(principal, scope["id"], scope["system_queues"]["_events"], "pending", limit=200)[0]
 
 
+def _all_events(principal, scope):
+    """Every pending event of the scope, page after page."""
+    found, cursor = [], None
+    while True:
+        page, cursor = browse.list_messages(principal, scope["id"], scope["system_queues"]["_events"], "pending",
+                                            limit=200, cursor=cursor)
+        found += page
+        if not cursor:
+            return found
+
+
 def test_events_are_materialised_exactly_once_while_completions_and_event_claims_race(tenant):
     """Four threads complete 2,000 messages in batches while two threads claim `_events` (each
     claim materialising what was journalled since): every completion becomes exactly one event."""
@@ -136,7 +147,8 @@ def test_the_archiver_keeps_90_days_of_journal_and_loses_no_event(tenant):
     messages.finish(p, s["id"], m["id"], "complete", {})  # an event not yet brought into `_events`
     with db.connection() as conn:  # everything but the first publish is 91 days old
         conn.execute("UPDATE work_journal SET at = at - interval '91 days' WHERE scope_id = %s AND NOT"
-                     " (event_type = 'scaiqueue.message.published' AND message_id = %s)", (s["id"], kept["id"]))
+                     " (event_type = 'scaiqueue.message.published' AND message_ids = ARRAY[%s::uuid])",
+                     (s["id"], kept["id"]))
     sweeps.archive()
     left = audit.query(p, s["id"], limit=200)[0]
     assert [(e["event_type"], e["resource_id"]) for e in left] == [("scaiqueue.message.published", kept["id"])]
@@ -144,26 +156,31 @@ def test_the_archiver_keeps_90_days_of_journal_and_loses_no_event(tenant):
     assert event["type"] == "scaiqueue.message.completed" and event["body"]["payload"]["message_id"] == m["id"]
 
 
+def _completions(tenant, scope, rows: int, per_row: int) -> None:
+    """Completions journalled as the hot path writes them: a row per call of `per_row` messages."""
+    with db.connection() as conn:
+        conn.execute("INSERT INTO work_journal (scope_id, tenant_id, event_type, message_ids, attempts, emit)"
+                     " SELECT %s, %s, 'scaiqueue.message.completed',"
+                     "        ARRAY(SELECT gen_random_uuid() FROM generate_series(1, %s) WHERE g > 0), '{1}', true"
+                     " FROM generate_series(1, %s) g", (scope["id"], tenant.tenant_id, per_row, rows))
+
+
 def test_a_read_brings_in_at_most_10000_events_and_the_next_read_the_rest(tenant):
     p = tenant.principal
     s = scopes.create_scope(p, {"slug": "backlog"})
     events_q = s["system_queues"]["_events"]
-    with db.connection() as conn:  # 10,001 completions journalled (as the hot path writes them)
-        conn.execute("INSERT INTO work_journal (scope_id, tenant_id, event_type, message_id, attempts, emit)"
-                     " SELECT %s, %s, 'scaiqueue.message.completed', gen_random_uuid(), 1, true"
-                     " FROM generate_series(1, 10001)", (s["id"], tenant.tenant_id))
+    _completions(tenant, s, 1429, 7)  # 10,003 completions: the 10,000th is inside a row
     with db.connection() as conn:
         assert [conn.execute("SELECT work_events_sync(%s)", (s["id"],)).fetchone()[0] for _ in range(3)] == \
-            [10000, 1, 0]
-    assert queues.stats(p, s["id"], events_q)["depth_pending"] == 10001
+            [10000, 3, 0]
+    assert queues.stats(p, s["id"], events_q)["depth_pending"] == 10003
+    ids = [e["body"]["payload"]["message_id"] for e in _all_events(p, s)]
+    assert len(ids) == len(set(ids)) == 10003  # the row cut at the 10,000th brought in once, its rest later
 
 
 def test_stats_of_events_bring_in_all_of_them_a_bounded_read_at_a_time(tenant):
     p = tenant.principal
     s = scopes.create_scope(p, {"slug": "stats"})
     events_q = s["system_queues"]["_events"]
-    with db.connection() as conn:
-        conn.execute("INSERT INTO work_journal (scope_id, tenant_id, event_type, message_id, attempts, emit)"
-                     " SELECT %s, %s, 'scaiqueue.message.completed', gen_random_uuid(), 1, true"
-                     " FROM generate_series(1, 20001)", (s["id"], tenant.tenant_id))
+    _completions(tenant, s, 20001, 1)
     assert queues.stats(p, s["id"], events_q)["depth_pending"] == 20001
