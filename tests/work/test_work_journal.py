@@ -4,11 +4,16 @@ writers and readers, actors of work API keys, and the agents' moments."""
 from __future__ import annotations
 
 import threading
+import uuid
 from collections import Counter
 from dataclasses import replace
+from datetime import timedelta
+
+import psycopg
 
 from postbox import db
 from postbox.work import audit, browse, messages, queues, scopes, sweeps
+from support import database as session_db
 
 
 def _events(principal, scope):
@@ -184,3 +189,137 @@ def test_stats_of_events_bring_in_all_of_them_a_bounded_read_at_a_time(tenant):
     events_q = s["system_queues"]["_events"]
     _completions(tenant, s, 20001, 1)
     assert queues.stats(p, s["id"], events_q)["depth_pending"] == 20001
+
+
+# ---- a row per call ------------------------------------------------------------------------------
+
+def test_a_batch_is_one_row_and_each_message_keeps_its_own_reason_attempts_and_correlation(tenant):
+    p = tenant.principal
+    s = scopes.create_scope(p, {"slug": "rows"})
+    q = queues.create_queue(p, s["id"], {"slug": "jobs"})
+    sent = [messages.publish(p, s["id"], q["id"], {"body": i, "correlation_id": f"c{i % 2}"})[0] for i in range(4)]
+    claimed = messages.claim(p, s["id"], q["id"], 4, 60)
+    messages.finish_batch(p, s["id"], "fail", [{"id": m["id"], "reason": f"r{i}"} for i, m in enumerate(claimed)])
+    with db.connection() as conn:
+        rows = conn.execute("SELECT event_type, cardinality(message_ids) FROM work_journal WHERE scope_id = %s"
+                            " AND resource_type = 'message' ORDER BY seq", (s["id"],)).fetchall()
+    assert rows == [("scaiqueue.message.published", 1)] * 4 + [("scaiqueue.message.claimed", 4),
+                                                               ("scaiqueue.message.failed", 4)]
+    failed = audit.query(p, s["id"], event_type="scaiqueue.message.failed")[0]
+    assert [(e["resource_id"], e["details"], e["correlation_id"], e["attempts"]) for e in reversed(failed)] == [
+        (m["id"], {"reason": f"r{i}", "retry": True}, f"c{i % 2}", 1) for i, m in enumerate(sent)]
+    assert len({e["id"] for e in audit.query(p, s["id"], limit=200)[0]}) == 4 + 4 + 4 + 2  # and the scope, queue
+
+
+def test_audit_pages_cut_inside_a_row_lose_and_repeat_nothing(tenant):
+    p = tenant.principal
+    s = scopes.create_scope(p, {"slug": "pages"})
+    q = queues.create_queue(p, s["id"], {"slug": "jobs"})
+    for i in range(25):
+        messages.publish(p, s["id"], q["id"], {"body": i})
+    claimed = messages.claim(p, s["id"], q["id"], 25, 60)
+    messages.finish_batch(p, s["id"], "complete", [{"id": m["id"]} for m in claimed])
+    whole = audit.query(p, s["id"], limit=200)[0]
+    paged, cursor = [], None
+    while True:
+        page, cursor = audit.query(p, s["id"], limit=7, cursor=cursor)  # 7 does not divide the rows of 25
+        paged += page
+        if not cursor:
+            break
+    assert paged == whole and len(whole) == 25 * 3 + 2
+    assert [int(e["id"]) for e in whole] == sorted((int(e["id"]) for e in whole), reverse=True)
+
+
+# ---- partitions and retention -------------------------------------------------------------------
+
+def _partition_of(conn, scope_id) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT DISTINCT tableoid::regclass::text FROM work_journal"
+                                       " WHERE scope_id = %s", (scope_id,))}
+
+
+def test_the_agent_makes_the_weeks_ahead_and_takes_a_weeks_rows_out_of_the_default_partition(tenant):
+    p = tenant.principal
+    s = scopes.create_scope(p, {"slug": "ahead"})
+    q = queues.create_queue(p, s["id"], {"slug": "jobs"})
+    messages.publish(p, s["id"], q["id"], {"body": 1})
+    with db.connection() as conn:  # a row written six weeks ahead, past every week made: the default takes it
+        conn.execute("UPDATE work_journal SET at = at + interval '6 weeks' WHERE scope_id = %s", (s["id"],))
+        assert _partition_of(conn, s["id"]) == {"work_journal_default"}
+        week = conn.execute("SELECT 'work_journal_p' || to_char(date_trunc('week', (at AT TIME ZONE 'UTC')),"
+                            " 'YYYYMMDD') FROM work_journal WHERE scope_id = %s", (s["id"],)).fetchone()[0]
+    assert sweeps.keep_journal()["partitions"] == 0  # the four weeks ahead are there already
+    with db.connection() as conn:
+        assert conn.execute("SELECT work_journal_partitions(7)").fetchone()[0] >= 1
+        assert _partition_of(conn, s["id"]) == {week}
+        assert conn.execute("SELECT work_journal_partitions(7)").fetchone()[0] == 0
+    assert [e["event_type"] for e in audit.query(p, s["id"])[0]][0] == "scaiqueue.message.published"
+
+
+def test_the_archiver_drops_a_week_past_retention_once_its_events_are_in(tenant, database_url):
+
+    p = tenant.principal
+    s = scopes.create_scope(p, {"slug": "dropped"})
+    q = queues.create_queue(p, s["id"], {"slug": "jobs"})
+    messages.publish(p, s["id"], q["id"], {"body": 1})
+    [m] = messages.claim(p, s["id"], q["id"], 1, None)
+    messages.finish(p, s["id"], m["id"], "complete", {})  # its event not yet in `_events`
+    with psycopg.connect(session_db.OWNER_URL or database_url, autocommit=True) as owner:
+        week = owner.execute("SELECT date_trunc('week', clock_timestamp() AT TIME ZONE 'UTC')::date - 15 * 7"
+                             ).fetchone()[0]
+        name = f"work_journal_p{week:%Y%m%d}"
+        owner.execute(f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF work_journal FOR VALUES"
+                      f" FROM ('{week} 00:00+00') TO ('{week + timedelta(days=7)} 00:00+00')")
+        owner.execute("UPDATE work_journal SET at = %s::date + interval '1 day'"
+                      " WHERE scope_id = %s AND resource_type = 'message'", (week, s["id"]))
+        assert name in _partition_of(owner, s["id"])
+    sweeps.archive()
+    with db.connection() as conn:
+        assert conn.execute("SELECT to_regclass(%s)", (name,)).fetchone()[0] is None  # dropped whole
+    assert [e["resource_type"] for e in audit.query(p, s["id"], limit=200)[0]] == ["queue", "scope"]
+    [event] = _events(p, s)  # brought in before its week went
+    assert event["type"] == "scaiqueue.message.completed" and event["body"]["payload"]["message_id"] == m["id"]
+    assert queues.stats(p, s["id"], q["id"])["completed_total"] == 1  # its moves were folded first
+
+
+# ---- an upgraded database -----------------------------------------------------------------------
+
+def test_the_rows_of_the_journal_before_it_held_calls_read_as_they_did(database_url):
+    """A database whose journal held a row per message: after the upgrade each row is an entry with
+    the same columns and id, and new rows number after them."""
+    from postbox import migrate
+
+    owner = session_db.OWNER_URL or database_url
+    name = f"journal_upgrade_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(owner, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    info = psycopg.conninfo.conninfo_to_dict(owner)
+    url = psycopg.conninfo.make_conninfo(**{**info, "dbname": name})
+    try:
+        with psycopg.connect(url, autocommit=True) as conn:
+            for statement in migrate._BOOKKEEPING:
+                conn.execute(statement)
+            for version, file, sql in migrate.available():
+                if file.startswith("0019_"):
+                    break
+                with conn.transaction():
+                    conn.execute(sql)
+                    conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, file))
+            old = [r[0] for r in conn.execute(
+                "INSERT INTO work_journal (scope_id, tenant_id, at, event_type, resource_type, resource_id, message_id,"
+                " queue_id, correlation_id, actor_type, actor_id, attempts, outcome, emit, payload)"
+                " SELECT gen_random_uuid(), gen_random_uuid(), clock_timestamp() - make_interval(days => g * 30),"
+                "        CASE WHEN g = 3 THEN 'scaiqueue.queue.created' ELSE 'scaiqueue.message.failed' END,"
+                "        CASE WHEN g = 3 THEN 'queue' ELSE 'message' END, CASE WHEN g = 3 THEN 'q-1' END,"
+                "        CASE WHEN g <> 3 THEN gen_random_uuid() END, g, CASE WHEN g = 1 THEN 'c' END, 'api_key',"
+                "        'k', CASE WHEN g <> 3 THEN g END, 'success', g = 2, jsonb_build_object('reason', 'r' || g)"
+                " FROM generate_series(0, 4) g RETURNING to_jsonb(work_journal.*)")]
+        migrate.apply(url)
+        with psycopg.connect(url) as conn:
+            now = [r[0] for r in conn.execute("SELECT to_jsonb(e) FROM work_journal_entries e ORDER BY seq")]
+            assert now == sorted(old, key=lambda r: r["seq"])  # the same entries, ids, times and columns
+            conn.execute("INSERT INTO work_journal (tenant_id, event_type, message_ids) VALUES"
+                         " (gen_random_uuid(), 'scaiqueue.message.published', ARRAY[gen_random_uuid()])")
+            assert conn.execute("SELECT max(seq) FROM work_journal").fetchone()[0] > max(r["seq"] for r in old)
+    finally:
+        with psycopg.connect(owner, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
