@@ -202,7 +202,7 @@ def test_a_batch_is_one_row_and_each_message_keeps_its_own_reason_attempts_and_c
     messages.finish_batch(p, s["id"], "fail", [{"id": m["id"], "reason": f"r{i}"} for i, m in enumerate(claimed)])
     with db.connection() as conn:
         rows = conn.execute("SELECT event_type, cardinality(message_ids) FROM work_journal WHERE scope_id = %s"
-                            " AND resource_type = 'message' ORDER BY seq", (s["id"],)).fetchall()
+                            " AND resource_type IS NULL ORDER BY seq", (s["id"],)).fetchall()
     assert rows == [("scaiqueue.message.published", 1)] * 4 + [("scaiqueue.message.claimed", 4),
                                                                ("scaiqueue.message.failed", 4)]
     failed = audit.query(p, s["id"], event_type="scaiqueue.message.failed")[0]
@@ -270,7 +270,7 @@ def test_the_archiver_drops_a_week_past_retention_once_its_events_are_in(tenant,
         owner.execute(f"CREATE TABLE IF NOT EXISTS {name} PARTITION OF work_journal FOR VALUES"
                       f" FROM ('{week} 00:00+00') TO ('{week + timedelta(days=7)} 00:00+00')")
         owner.execute("UPDATE work_journal SET at = %s::date + interval '1 day'"
-                      " WHERE scope_id = %s AND resource_type = 'message'", (week, s["id"]))
+                      " WHERE scope_id = %s AND resource_type IS NULL", (week, s["id"]))
         assert name in _partition_of(owner, s["id"])
     sweeps.archive()
     with db.connection() as conn:

@@ -43,7 +43,7 @@ _ENTRIES = "FROM work_journal c CROSS JOIN LATERAL work_journal_unnest(c) j"
 _FILTERS = """
   AND (%(event_type)s::text IS NULL OR c.event_type = %(event_type)s)
   AND (%(actor_id)s::text IS NULL OR c.actor_id = %(actor_id)s)
-  AND (%(resource_type)s::text IS NULL OR c.resource_type = %(resource_type)s)
+  AND (%(resource_type)s::text IS NULL OR coalesce(c.resource_type, 'message') = %(resource_type)s)
   AND (%(correlation_id)s::text IS NULL OR (c.correlation_ids @> ARRAY[%(correlation_id)s::text]
                                             AND j.correlation_id = %(correlation_id)s))
   AND (%(before)s::bigint IS NULL OR (c.seq < %(before)s AND j.seq < %(before)s))

@@ -41,18 +41,21 @@ CREATE OR REPLACE FUNCTION work_journal_compact(p anyarray) RETURNS anyarray LAN
 $$;
 
 -- A row's entries, as the readers see them (the view below, and readers that walk rows by their
--- seq and unnest them: the audit pages, `_events`). Erased entries (a NULL id) are left out.
+-- seq and unnest them: the audit pages, `_events`). Erased entries (a NULL id) are left out; what a
+-- row leaves out is the usual (a message as the resource, success, 0 attempts).
 CREATE OR REPLACE FUNCTION work_journal_unnest(c work_journal)
 RETURNS TABLE (seq bigint, scope_id uuid, tenant_id uuid, at timestamptz, event_type text, resource_type text,
                resource_id text, message_id uuid, queue_id bigint, correlation_id text, actor_type text,
                actor_id text, attempts int, outcome text, emit boolean, payload jsonb)
 LANGUAGE sql IMMUTABLE AS $$
-    SELECT c.seq + u.n - 1, c.scope_id, c.tenant_id, c.at, c.event_type, c.resource_type, c.resource_id,
-           u.message_id, c.queue_id,
+    SELECT c.seq + u.n - 1, c.scope_id, c.tenant_id, c.at, c.event_type, coalesce(c.resource_type, 'message'),
+           c.resource_id, u.message_id, c.queue_id,
            CASE WHEN cardinality(c.correlation_ids) = 1 THEN c.correlation_ids[1] ELSE c.correlation_ids[u.n] END,
            c.actor_type, c.actor_id,
-           CASE WHEN cardinality(c.attempts) = 1 THEN c.attempts[1] ELSE c.attempts[u.n] END,
-           c.outcome, c.emit, coalesce(c.payloads[u.n], c.payload)
+           CASE WHEN cardinality(c.attempts) = 1 THEN c.attempts[1]
+                WHEN c.attempts IS NOT NULL THEN c.attempts[u.n]
+                WHEN c.message_ids IS NOT NULL THEN 0 END,
+           coalesce(c.outcome, 'success'), c.emit, coalesce(c.payloads[u.n], c.payload)
     FROM unnest(coalesce(c.message_ids, '{NULL}'::uuid[])) WITH ORDINALITY u(message_id, n)
     WHERE c.message_ids IS NULL OR u.message_id IS NOT NULL
 $$;
@@ -74,7 +77,8 @@ BEGIN
     INSERT INTO work_journal (scope_id, tenant_id, queue_id, event_type, actor_type, actor_id, emit, moved, payload,
                               message_ids, attempts, correlation_ids)
     VALUES (s.id, s.tenant_id, m.queue_id, p_type, p_actor_type, p_actor_id, p_emit, p_moved, p_payload,
-            ARRAY[m.id], ARRAY[m.attempts], CASE WHEN m.correlation_id IS NOT NULL THEN ARRAY[m.correlation_id] END);
+            ARRAY[m.id], nullif(ARRAY[m.attempts], '{0}'),
+            CASE WHEN m.correlation_id IS NOT NULL THEN ARRAY[m.correlation_id] END);
 END $$;
 
 -- Copy the journal's emitted entries past the scope's mark into its `_events` queue, as the event

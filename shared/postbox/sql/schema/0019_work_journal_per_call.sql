@@ -14,7 +14,8 @@
 --
 -- Existing rows are copied over as rows of one message each, keeping their seq (an audit event's
 -- id): the ids a row holds are seq .. seq + n - 1, and new rows take blocks of 1,024 numbers after
--- the last old one.
+-- the last old one. What most rows hold is left out of them (NULL): a message as the resource, a
+-- success as the outcome, 0 attempts (a publish's).
 
 DROP INDEX work_journal_scope, work_journal_correlation, work_journal_seq_brin;
 ALTER TABLE work_journal RENAME TO work_journal_old;
@@ -30,17 +31,17 @@ CREATE TABLE work_journal (
     tenant_id       uuid NOT NULL,
     queue_id        bigint,               -- work_queues.id of the messages' queue (one queue a row)
     event_type      text NOT NULL,        -- scaiqueue.message.completed, scaiqueue.queue.created, ...
-    resource_type   text NOT NULL DEFAULT 'message',
+    resource_type   text,                 -- NULL: 'message'
     resource_id     text,                 -- NULL for messages: each entry's message id
     actor_type      text,
     actor_id        text,
-    outcome         text NOT NULL DEFAULT 'success',
+    outcome         text,                 -- NULL: 'success'
     emit            boolean NOT NULL DEFAULT false,  -- its entries are copied into the scope's `_events`
     moved           int,                  -- messages it moves between the queue's counters; NULL: counted when written
     payload         jsonb,                -- the details every entry shares
     message_ids     uuid[],               -- its messages, in order (NULL: one entry about no message;
                                           -- an element NULL: an entry erased)
-    attempts        int[],                -- aligned with message_ids; one element: every entry's
+    attempts        int[],                -- aligned with message_ids; one element: every entry's; NULL: 0
     correlation_ids text[],               -- aligned; one element: every entry's; NULL: none has one
     payloads        jsonb[]               -- aligned; NULL (or an element NULL): the entry's details are `payload`
 ) PARTITION BY RANGE (at);
@@ -83,9 +84,9 @@ ALTER TABLE work_journal_default SET (fillfactor = 100, toast_tuple_target = 816
 
 INSERT INTO work_journal (seq, at, scope_id, tenant_id, queue_id, event_type, resource_type, resource_id, actor_type,
                           actor_id, outcome, emit, payload, message_ids, attempts, correlation_ids)
-SELECT seq, at, scope_id, tenant_id, queue_id, event_type, resource_type, resource_id, actor_type, actor_id, outcome,
-       emit, payload, CASE WHEN message_id IS NOT NULL THEN ARRAY[message_id] END,
-       CASE WHEN attempts IS NOT NULL THEN ARRAY[attempts] END,
+SELECT seq, at, scope_id, tenant_id, queue_id, event_type, nullif(resource_type, 'message'), resource_id, actor_type,
+       actor_id, nullif(outcome, 'success'), emit, payload, CASE WHEN message_id IS NOT NULL THEN ARRAY[message_id] END,
+       CASE WHEN attempts <> 0 OR (attempts = 0 AND message_id IS NULL) THEN ARRAY[attempts] END,
        CASE WHEN correlation_id IS NOT NULL THEN ARRAY[correlation_id] END
 FROM work_journal_old;
 DROP TABLE work_journal_old;
