@@ -81,6 +81,22 @@ BEGIN
             CASE WHEN m.correlation_id IS NOT NULL THEN ARRAY[m.correlation_id] END);
 END $$;
 
+-- Journal a publish call's messages into one queue (at most 1,024: a batch publish's), in the order
+-- given, and count them: the row counts their move, but for a bounded queue, which counts them now
+-- (see work_journal_moves). Every publish path writes its row through this.
+CREATE OR REPLACE FUNCTION work_journal_published(s work_scopes, q work_queues, p_ids uuid[], p_correlations text[],
+                                                  p_actor_type text, p_actor_id text, p_emit boolean)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO work_journal (scope_id, tenant_id, queue_id, event_type, actor_type, actor_id, emit, moved,
+                              message_ids, correlation_ids)
+    VALUES (s.id, s.tenant_id, q.id, 'scaiqueue.message.published', p_actor_type, p_actor_id, p_emit,
+            CASE WHEN q.max_depth = 0 THEN cardinality(p_ids) END, p_ids, work_journal_compact(p_correlations));
+    IF q.max_depth > 0 THEN  -- its depth is read by its publishes
+        PERFORM work_count(q.id, cardinality(p_ids), 0, cardinality(p_ids), 0, 0);
+    END IF;
+END $$;
+
 -- Copy the journal's emitted entries past the scope's mark into its `_events` queue, as the event
 -- messages of a scope's events: body {event_type, event_id, source, tenant_id, payload, timestamp},
 -- the original's correlation id, its id as causation_id. Called by every read of `_events` (and of
@@ -247,7 +263,7 @@ BEGIN
                sum(m.completed) AS completed, count(*) AS n
         FROM work_journal_moves m WHERE m.txid >= v_from AND m.txid < v_to
         GROUP BY m.queue_id
-    ), live AS (  -- the queue rows in one order, kept while their counters are written
+    ), live AS MATERIALIZED (  -- every queue row first, in one order, kept while the counters are written
         SELECT v.* FROM moves v JOIN work_queues q ON q.id = v.queue_id ORDER BY q.id FOR KEY SHARE OF q
     ), added AS (
         INSERT INTO work_queue_counters AS k (queue_id, slot, pending, claimed, published, completed)

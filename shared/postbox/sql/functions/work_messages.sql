@@ -231,14 +231,7 @@ BEGIN
         END IF;
         RETURN jsonb_build_object('message', work_message_doc(m.id), 'replayed', true);
     END IF;
-    INSERT INTO work_journal (scope_id, tenant_id, queue_id, event_type, actor_type, actor_id, emit, moved,
-                              message_ids, correlation_ids)
-    VALUES (s.id, s.tenant_id, q.id, 'scaiqueue.message.published', m.source_type, m.source_id, v_emit,
-            CASE WHEN q.max_depth = 0 THEN 1 END, ARRAY[m.id],
-            CASE WHEN m.correlation_id IS NOT NULL THEN ARRAY[m.correlation_id] END);
-    IF q.max_depth > 0 THEN  -- its depth is read by its publishes: counted now (work_journal.sql)
-        PERFORM work_count(q.id, 1, 0, 1, 0, 0);
-    END IF;
+    PERFORM work_journal_published(s, q, ARRAY[m.id], ARRAY[m.correlation_id], m.source_type, m.source_id, v_emit);
     RETURN jsonb_build_object('message', work_message_doc(m.id), 'replayed', false);
 END $$;
 
