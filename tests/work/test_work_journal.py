@@ -255,6 +255,25 @@ def test_the_agent_makes_the_weeks_ahead_and_takes_a_weeks_rows_out_of_the_defau
     assert [e["event_type"] for e in audit.query(p, s["id"])[0]][0] == "scaiqueue.message.published"
 
 
+def test_a_week_is_not_attached_while_a_read_holds_the_journal_it_is_made_by_a_later_run(database_url):
+    """Attaching a week locks the default partition, which every read of the journal holds while it
+    runs: the agent waits a moment for it, leaves the week to its next run, and never queues the
+    journal's readers behind it for long."""
+    with db.connection() as conn:
+        weeks = [r[0] for r in conn.execute(
+            "SELECT 'work_journal_p' || to_char(date_trunc('week', clock_timestamp() AT TIME ZONE 'UTC')"
+            " + make_interval(weeks => w), 'YYYYMMDD') FROM generate_series(9, 10) w")]
+        assert conn.execute("SELECT count(to_regclass(w)) FROM unnest(%s::text[]) w", (weeks,)).fetchone()[0] == 0
+    with psycopg.connect(database_url) as reader:  # a read of the journal in an open transaction
+        reader.execute("SELECT count(*) FROM work_journal")
+        with db.connection() as conn:  # (waiting for the reader would end in the session's lock timeout)
+            assert conn.execute("SELECT work_journal_partitions(10)").fetchone()[0] == 0
+        reader.rollback()
+    with db.connection() as conn:
+        assert conn.execute("SELECT work_journal_partitions(10)").fetchone()[0] >= 2
+        assert conn.execute("SELECT count(to_regclass(w)) FROM unnest(%s::text[]) w", (weeks,)).fetchone()[0] == 2
+
+
 def test_the_archiver_drops_a_week_past_retention_once_its_events_are_in(tenant, database_url):
 
     p = tenant.principal

@@ -282,7 +282,10 @@ END $$;
 
 -- The journal's week partitions, from this week to p_ahead weeks ahead, made where missing (the
 -- work-journal agent). A week whose rows went to the default partition meanwhile (no agent ran) is
--- made from them. Runs as the owner of the tables (the application's role makes no tables).
+-- made from them. Attaching a week locks the default partition, which every read of the journal
+-- takes too: it waits at most 200 ms for it (so the reads never queue behind it for longer), and a
+-- week it could not attach is made by a later run (they are made four weeks ahead). Runs as the
+-- owner of the tables (the application's role makes no tables).
 CREATE OR REPLACE FUNCTION work_journal_partitions(p_ahead int) RETURNS int
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = public, pg_temp AS $$
 DECLARE
@@ -290,27 +293,32 @@ DECLARE
     v_from timestamptz;
     v_to timestamptz;
     v_name text;
+    v_wait text := current_setting('lock_timeout');
     n int := 0;
 BEGIN
     PERFORM pg_advisory_xact_lock(x'574a'::int, 1);  -- one maker at a time
+    PERFORM set_config('lock_timeout', '200ms', true);
     FOR d IN 0 .. greatest(p_ahead, 0) LOOP
         v_name := 'work_journal_p' || to_char(v_week + 7 * d, 'YYYYMMDD');
         CONTINUE WHEN to_regclass(v_name) IS NOT NULL;
         v_from := (v_week + 7 * d)::timestamp AT TIME ZONE 'UTC';
         v_to := (v_week + 7 * (d + 1))::timestamp AT TIME ZONE 'UTC';
-        EXECUTE format('CREATE TABLE %I (LIKE work_journal INCLUDING DEFAULTS INCLUDING STORAGE)'
-                       ' WITH (fillfactor = 100, toast_tuple_target = 8160,'
-                       ' autovacuum_vacuum_insert_scale_factor = 0.05)', v_name);
-        IF EXISTS (SELECT 1 FROM work_journal_default WHERE at >= v_from AND at < v_to) THEN
+        BEGIN
+            EXECUTE format('CREATE TABLE %I (LIKE work_journal INCLUDING DEFAULTS INCLUDING STORAGE)'
+                           ' WITH (fillfactor = 100, toast_tuple_target = 8160,'
+                           ' autovacuum_vacuum_insert_scale_factor = 0.05)', v_name);
             LOCK TABLE work_journal_default IN ACCESS EXCLUSIVE MODE;
             EXECUTE format('INSERT INTO %I SELECT * FROM work_journal_default WHERE at >= $1 AND at < $2', v_name)
                 USING v_from, v_to;
             DELETE FROM work_journal_default WHERE at >= v_from AND at < v_to;
-        END IF;
-        EXECUTE format('ALTER TABLE work_journal ATTACH PARTITION %I FOR VALUES FROM (%L) TO (%L)',
-                       v_name, v_from, v_to);
-        n := n + 1;
+            EXECUTE format('ALTER TABLE work_journal ATTACH PARTITION %I FOR VALUES FROM (%L) TO (%L)',
+                           v_name, v_from, v_to);
+            n := n + 1;
+        EXCEPTION WHEN lock_not_available THEN
+            NULL;  -- the next run makes it
+        END;
     END LOOP;
+    PERFORM set_config('lock_timeout', v_wait, true);
     RETURN n;
 END $$;
 
@@ -331,7 +339,7 @@ DECLARE
 BEGIN
     PERFORM work_counts_fold();
     FOR v_part IN
-        SELECT c.relname, pg_get_expr(c.relpartbound, c.oid) AS bound
+        SELECT c.relname
         FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
         WHERE i.inhparent = 'work_journal'::regclass AND c.relname ~ '^work_journal_p[0-9]{8}$'
           AND to_date(substr(c.relname, 15), 'YYYYMMDD') + 7 <= (v_cut AT TIME ZONE 'UTC')::date
