@@ -120,6 +120,14 @@ AGENTS: tuple[Agent, ...] = (
         local_every_seconds=60,
     ),
     Agent(
+        "work-journal",
+        "functions.agents.work.journal",
+        60,
+        "Work surface: folds the journal's rows into the queues' counters (reads add what is not folded"
+        " yet, so depths stay exact) and makes the journal's weekly partitions four weeks ahead.",
+        local_every_seconds=1,
+    ),
+    Agent(
         "work-push-delivery",
         "functions.agents.work.push_delivery",
         60,

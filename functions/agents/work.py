@@ -1,5 +1,5 @@
 """Agents of the work surface: visibility timeout, expiry, priority aging, dead-letter monitor,
-archiver (bounded sweeps, `postbox.work.sweeps`), push delivery (`postbox.work.push`) and
+archiver, journal (bounded sweeps, `postbox.work.sweeps`), push delivery (`postbox.work.push`) and
 auto-claim assignment (`postbox.work.assign`), each
 recorded in `agent_runs`."""
 
@@ -42,6 +42,12 @@ def dead_letter_monitor(event: dict, context: Any) -> dict:
 @recorded("work-archiver")
 def archiver(event: dict, context: Any) -> dict:
     return {"archived": sweeps.archive()}
+
+
+@lambda_handler
+@recorded("work-journal", count="folded")
+def journal(event: dict, context: Any) -> dict:
+    return sweeps.keep_journal()
 
 
 @lambda_handler

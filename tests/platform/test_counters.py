@@ -73,21 +73,31 @@ def test_two_colliding_backends_sending_count_on_different_slots(tenant, databas
                             " WHERE q.tenant_id = %s", (tenant.tenant_id,)).fetchone()[0] == 2
 
 
-def test_two_colliding_backends_publishing_work_count_on_different_slots(tenant, database_url):
+def test_two_colliding_backends_cancelling_work_count_on_different_slots(tenant, database_url):
+    """A publish writes no counter row (its journal row counts it, folded later); a cancel counts
+    as it happens, each open transaction on a slot of its own."""
     scope = scopes.create_scope(tenant.principal, {"slug": "counted"})
     queue = queues.create_queue(tenant.principal, str(scope["id"]), {"slug": "jobs"})
+    with db.connection() as conn:
+        doomed = [conn.execute("SELECT work_publish(%s, %s, %s, '{\"body\": 1}'::jsonb, 'test')#>>'{message,id}'",
+                               (tenant.tenant_id, scope["id"], queue["id"])).fetchone()[0] for _ in range(2)]
     with ExitStack() as stack:
         a, b = _colliding_pair(database_url, stack)
         b.execute("SET lock_timeout = '3s'")
         slots = []
-        for conn in (a, b):
+        for conn, message in zip((a, b), doomed, strict=True):
             conn.execute("SELECT work_publish(%s, %s, %s, '{\"body\": {\"n\": 1}}'::jsonb, 'test')",
                          (tenant.tenant_id, scope["id"], queue["id"]))
             qid = conn.execute("SELECT id FROM work_queues WHERE queue_id = %s", (queue["id"],)).fetchone()[0]
+            assert not _own_slots(conn, "work_queue_counters", "queue_id", qid)
+            conn.execute("SELECT work_finish(%s, %s, 'cancel', jsonb_build_object('id', %s::text))",
+                         (tenant.tenant_id, scope["id"], message))
             slots.append(_own_slots(conn, "work_queue_counters", "queue_id", qid))
         assert len(slots[0]) == 1 and len(slots[1]) == 1 and slots[0].isdisjoint(slots[1]), slots
         a.commit()
         b.commit()
+    stats = queues.stats(tenant.principal, str(scope["id"]), str(queue["id"]))
+    assert (stats["depth_pending"], stats["published_total"]) == (2, 4)
 
 
 def test_two_colliding_backends_counting_a_partitioned_queue_use_different_slots(tenant, database_url):

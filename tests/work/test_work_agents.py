@@ -153,3 +153,25 @@ def test_every_agent_run_is_recorded(database_url):
     assert after["boom"]["total_errors"] == before["boom"]["total_errors"] + 1
     assert after["boom"]["status"] == "error" and after["boom"]["last_error"] == "RuntimeError: it broke"
     assert after["never"]["status"] == "never_run" and after["never"]["total_runs"] == 0
+
+
+def test_the_journal_agent_folds_the_counters_and_is_recorded(tenant):
+    from functions.agents import work
+
+    s, q = _setup(tenant)
+    _publish_many(tenant, s, q, 5)
+    before = agents.status(["work-journal"])[0]
+    with db.connection() as conn:
+        unfolded = conn.execute("SELECT count(*) FROM work_journal_moves WHERE txid >= (SELECT upto FROM"
+                                " work_counts_folded)").fetchone()[0]
+    assert unfolded >= 5  # this test's publishes at least (the fold is global)
+    done = work.journal({}, LocalContext("work-journal", 60))
+    assert done["folded"] >= 5 and done["partitions"] >= 0
+    after = agents.status(["work-journal"])[0]
+    assert after["total_runs"] == before["total_runs"] + 1 and after["status"] == "healthy"
+    assert after["total_processed"] == before["total_processed"] + done["folded"]
+    with db.connection() as conn:
+        counted = conn.execute("SELECT sum(k.pending), sum(k.published) FROM work_queue_counters k"
+                               " JOIN work_queues w ON w.id = k.queue_id WHERE w.queue_id = %s", (q["id"],)).fetchone()
+    assert counted == (5, 5)  # in the counters themselves now
+    assert queues.stats(tenant.principal, s["id"], q["id"])["depth_pending"] == 5

@@ -1,9 +1,9 @@
-"""The audit log of a scope: the work journal read as audit events.
+"""The audit log of a scope: the work journal's entries read as audit events.
 
-Every moment of a message's life is journalled by the SQL that makes it (one row, in the same
-transaction: the journal is the message-level audit trail and the source of `_events`); every
-management change writes its row through `record`, inside the change's own transaction, so a
-refused or rolled-back change leaves no audit event behind.
+Every moment of a message's life is journalled by the SQL that makes it (a row per call, an entry
+per message, in the same transaction: the journal is the message-level audit trail and the source
+of `_events`); every management change writes its row through `record`, inside the change's own
+transaction, so a refused or rolled-back change leaves no audit event behind.
 """
 
 from __future__ import annotations
@@ -21,12 +21,13 @@ TRACE_LIMIT = 1000
 SYSTEM_ACTOR = ("system", "postbox")
 
 _RECORD = """
-INSERT INTO work_journal (scope_id, tenant_id, event_type, resource_type, resource_id, correlation_id,
+INSERT INTO work_journal (scope_id, tenant_id, event_type, resource_type, resource_id, correlation_ids,
                           actor_type, actor_id, outcome, payload)
-VALUES (%(scope)s, %(tenant)s, %(action)s, %(rtype)s, %(rid)s, %(corr)s, %(atype)s, %(aid)s, %(outcome)s,
-        %(details)s::jsonb)
+VALUES (%(scope)s, %(tenant)s, %(action)s, %(rtype)s, %(rid)s, CASE WHEN %(corr)s::text IS NOT NULL
+        THEN ARRAY[%(corr)s::text] END, %(atype)s, %(aid)s, %(outcome)s, %(details)s::jsonb)
 """
 
+# An entry of the journal (a row of work_journal_entries) as an audit event.
 _DOC = """jsonb_build_object(
     'id', j.seq::text, 'event_type', j.event_type, 'scope_id', j.scope_id, 'tenant_id', j.tenant_id,
     'actor_type', j.actor_type, 'actor_id', j.actor_id,
@@ -35,28 +36,34 @@ _DOC = """jsonb_build_object(
     'queue_id', (SELECT q.queue_id FROM work_queues q WHERE q.id = j.queue_id),
     'attempts', j.attempts, 'details', j.payload, 'timestamp', j.at)"""
 
+# The journal's rows (c, one per call) walked newest first by their index, and their entries (j):
+# what a row shares is filtered on the row, what differs between its entries on the entry; a
+# row's entries number from its seq up, so a row before the cursor may hold entries after it.
+_ENTRIES = "FROM work_journal c CROSS JOIN LATERAL work_journal_unnest(c) j"
 _FILTERS = """
-  AND (%(event_type)s::text IS NULL OR j.event_type = %(event_type)s)
-  AND (%(actor_id)s::text IS NULL OR j.actor_id = %(actor_id)s)
-  AND (%(resource_type)s::text IS NULL OR j.resource_type = %(resource_type)s)
-  AND (%(correlation_id)s::text IS NULL OR j.correlation_id = %(correlation_id)s)
-  AND (%(before)s::bigint IS NULL OR j.seq < %(before)s)
-ORDER BY j.seq DESC LIMIT %(n)s
+  AND (%(event_type)s::text IS NULL OR c.event_type = %(event_type)s)
+  AND (%(actor_id)s::text IS NULL OR c.actor_id = %(actor_id)s)
+  AND (%(resource_type)s::text IS NULL OR coalesce(c.resource_type, 'message') = %(resource_type)s)
+  AND (%(correlation_id)s::text IS NULL OR (c.correlation_ids @> ARRAY[%(correlation_id)s::text]
+                                            AND j.correlation_id = %(correlation_id)s))
+  AND (%(before)s::bigint IS NULL OR (c.seq < %(before)s AND j.seq < %(before)s))
+ORDER BY c.seq DESC, j.seq DESC LIMIT %(n)s
 """
-_QUERY = (f"SELECT j.seq, {_DOC} FROM work_journal j"
-          " WHERE j.scope_id = (SELECT work_scope_of(%(t)s, %(s)s)).id" + _FILTERS)
+_QUERY = (f"SELECT j.seq, {_DOC} {_ENTRIES}"
+          " WHERE c.scope_id = (SELECT work_scope_of(%(t)s, %(s)s)).id" + _FILTERS)
 # Tenant-level records (work API keys, GDPR jobs) have no scope.
-_TENANT_QUERY = f"SELECT j.seq, {_DOC} FROM work_journal j WHERE j.scope_id IS NULL AND j.tenant_id = %(t)s" + _FILTERS
+_TENANT_QUERY = f"SELECT j.seq, {_DOC} {_ENTRIES} WHERE c.scope_id IS NULL AND c.tenant_id = %(t)s" + _FILTERS
 
 _TRACE = f"""
-SELECT {_DOC} FROM work_journal j
-WHERE j.scope_id = (SELECT work_scope_of(%(t)s, %(s)s)).id AND j.correlation_id = %(c)s
-ORDER BY j.seq LIMIT %(n)s
+SELECT {_DOC} {_ENTRIES}
+WHERE c.scope_id = (SELECT work_scope_of(%(t)s, %(s)s)).id AND c.correlation_ids @> ARRAY[%(c)s::text]
+  AND j.correlation_id = %(c)s
+ORDER BY c.seq, j.seq LIMIT %(n)s
 """
 
 _STATS = """
 SELECT coalesce(jsonb_object_agg(x.event_type, x.n), '{}') FROM (
-    SELECT j.event_type, count(*) AS n FROM work_journal j
+    SELECT j.event_type, count(*) AS n FROM work_journal_entries j
     WHERE j.scope_id = (SELECT work_scope_of(%(t)s, %(s)s)).id GROUP BY j.event_type
 ) x
 """

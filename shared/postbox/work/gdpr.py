@@ -37,7 +37,7 @@ MAX_ATTEMPTS = 3  # failed batches of one job before it is `failed`
 class Step:
     name: str
     function: str  # work_gdpr_<erase|export>_<name>(job, after text, limit int) -> (n int, last text)
-    walk: bool = False  # walks a whole table (messages by id, the journal by seq): looks at WALK_FACTOR x BATCH rows
+    walk: bool = False  # walks a table (messages by id, the tenant's journal in order): WALK_FACTOR x BATCH rows
 
 
 WALK_FACTOR = 10

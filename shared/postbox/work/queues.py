@@ -1,7 +1,7 @@
 """Queues in a scope: settings inherited from the scope's defaults, depth kept by counters.
 
-Depths (`depth_pending`, `depth_claimed`) are sums of a few counter rows the hot paths keep,
-never a count over messages.
+Depths (`depth_pending`, `depth_claimed`) are sums of a few counter rows and of the journal rows
+not folded into them yet (the hot paths write no counter row), never a count over messages.
 """
 
 from __future__ import annotations
@@ -46,9 +46,8 @@ q.tenant_id"""  # row[0] id, [1] queue_id, [2] scope_id, [3] slug, [6] is_system
 
 EVENTS_PER_READ = 10_000  # work_events_sync's bound
 
-_DEPTHS = """SELECT queue_id, coalesce(sum(pending), 0), coalesce(sum(claimed), 0), coalesce(sum(published), 0),
-coalesce(sum(completed), 0), coalesce(sum(dead_lettered), 0)
-FROM work_queue_counters WHERE queue_id = ANY(%s) GROUP BY queue_id"""
+# Exact at the read: the folded counters and the journal's moves not folded yet (work_journal.sql).
+_DEPTHS = """SELECT queue_id, pending, claimed, published, completed, dead_lettered FROM work_queue_depths(%s)"""
 
 
 def _doc(row: tuple) -> dict[str, Any]:

@@ -7,7 +7,10 @@ transaction, taking rows with SKIP LOCKED, so two runs at once split the work be
   do broadcast messages still being delivered (with their open deliveries).
 - priority aging: waiting messages of priority queues rise (see AGING_STEP_S).
 - dead-letter monitor: one alert event per scope whose dead-letter depth reaches its threshold.
-- archiver: ended messages past their scope's `retention_days` are deleted.
+- archiver: ended messages past their scope's `retention_days` are deleted, and the journal's weeks
+  past the audit retention are dropped.
+- journal: the moves of the journal's rows are folded into the queues' counters, and the journal's
+  week partitions are made ahead.
 """
 
 from __future__ import annotations
@@ -34,8 +37,26 @@ def _drain(statement: str, params: tuple, budget_s: float, max_batches: int | No
     return done
 
 
+JOURNAL_WEEKS_AHEAD = 4
+
+
 def recover_claims(budget_s: float = 20.0) -> int:
+    fold_counts()  # the queues holding claims are found by their counters
     return _drain("SELECT work_recover(NULL, %s)", (BATCH,), budget_s)
+
+
+def fold_counts() -> int:
+    """Fold the journal's moves into the queues' counters; returns the journal rows folded."""
+    with db.connection() as conn:
+        return conn.execute("SELECT work_counts_fold()").fetchone()[0]
+
+
+def keep_journal() -> dict[str, int]:
+    """The journal agent's run: the counters folded, the coming weeks' partitions made."""
+    folded = fold_counts()
+    with db.connection() as conn:
+        made = conn.execute("SELECT work_journal_partitions(%s)", (JOURNAL_WEEKS_AHEAD,)).fetchone()[0]
+    return {"folded": folded, "partitions": made}
 
 
 def expire(budget_s: float = 20.0) -> int:

@@ -17,7 +17,7 @@ $$;
 
 -- Claims whose time ran out go back to pending (at once, no backoff), or to the dead letter when
 -- they have used their attempts: the visibility-timeout agent's sweep (p_queue NULL: every queue
--- holding claims) or one queue's. Claims find them through the claim walk's index of live messages.
+-- holding claims by its folded counters; the agent folds first) or one queue's. Claims find them through the claim walk's index of live messages.
 -- A claim that ran out and goes back to pending journals `scaiqueue.message.released`
 -- by the system (payload reason `visibility timeout`).
 CREATE OR REPLACE FUNCTION work_recover(p_queue bigint, p_limit int) RETURNS int LANGUAGE plpgsql AS $$
@@ -53,16 +53,20 @@ BEGIN
                        failure_reason = 'visibility timeout', updated_at = clock_timestamp()
                 WHERE id = ANY (v_back)
                 RETURNING id, queue_id, seq, scope_id, tenant_id, correlation_id, attempts
-            ), journal AS (
-                INSERT INTO work_journal (scope_id, tenant_id, event_type, message_id, queue_id, correlation_id,
-                                          actor_type, actor_id, attempts, payload)
-                SELECT d.scope_id, d.tenant_id, 'scaiqueue.message.released', d.id, d.queue_id, d.correlation_id,
-                       'system', 'work-visibility-timeout', d.attempts, '{"reason": "visibility timeout"}'
-                FROM moved d
+            ), journal AS (  -- a row per queue (and per 1,024 of its messages), counting their move
+                INSERT INTO work_journal (scope_id, tenant_id, queue_id, event_type, actor_type, actor_id, moved,
+                                          payload, message_ids, attempts, correlation_ids)
+                SELECT d.scope_id, d.tenant_id, d.queue_id,
+                       'scaiqueue.message.released', 'system', 'work-visibility-timeout', count(*),
+                       '{"reason": "visibility timeout"}', array_agg(d.id ORDER BY d.seq),
+                       work_journal_compact(array_agg(d.attempts ORDER BY d.seq)),
+                       work_journal_compact(array_agg(d.correlation_id ORDER BY d.seq))
+                FROM (SELECT x.*, (row_number() OVER (PARTITION BY x.queue_id ORDER BY x.seq) - 1) / 1024 AS part
+                      FROM moved x) d
+                GROUP BY d.queue_id, d.part, d.scope_id, d.tenant_id
             )
-            SELECT queue_id, count(*) AS n, min(seq) AS first FROM moved GROUP BY queue_id ORDER BY queue_id
+            SELECT queue_id, min(seq) AS first FROM moved GROUP BY queue_id ORDER BY queue_id
         LOOP
-            PERFORM work_count(r.queue_id, r.n, -r.n, 0, 0, 0);
             PERFORM work_claim_head_back(r.queue_id, r.first);
         END LOOP;
     END IF;
@@ -164,18 +168,18 @@ BEGIN
                    claimed_for = p_sub
             WHERE w.ctid = ANY (v_all) AND w.queue_id = q.id
             RETURNING w.id, w.rank, w.seq, w.correlation_id, w.attempts
-        ), journal AS (
-            INSERT INTO work_journal (scope_id, tenant_id, event_type, message_id, queue_id, correlation_id,
-                                      actor_type, actor_id, attempts, emit, payload)
-            SELECT s.id, s.tenant_id, 'scaiqueue.message.claimed', c.id, q.id, c.correlation_id,
-                   coalesce(p_actor_type, 'api_key'), coalesce(p_actor_id, p_claimer), c.attempts, v_emit,
-                   CASE WHEN v_emit THEN jsonb_build_object('claimed_by', p_claimer) END
-            FROM claimed c ORDER BY c.rank, c.seq
+        ), journal AS (  -- one row, entries in claim order; it counts the pending ones' move
+            INSERT INTO work_journal (scope_id, tenant_id, queue_id, event_type, actor_type, actor_id, emit, moved,
+                                      payload, message_ids, attempts, correlation_ids)
+            SELECT s.id, s.tenant_id, q.id, 'scaiqueue.message.claimed', coalesce(p_actor_type, 'api_key'),
+                   coalesce(p_actor_id, p_claimer), v_emit, v_pending,
+                   CASE WHEN v_emit THEN jsonb_build_object('claimed_by', p_claimer) END,
+                   array_agg(c.id ORDER BY c.rank, c.seq),
+                   work_journal_compact(array_agg(c.attempts ORDER BY c.rank, c.seq)),
+                   work_journal_compact(array_agg(c.correlation_id ORDER BY c.rank, c.seq))
+            FROM claimed c
         )
         SELECT array_agg(c.id ORDER BY c.rank, c.seq) INTO v_claimed FROM claimed c;
-        IF v_pending > 0 THEN
-            PERFORM work_count(q.id, -v_pending, v_pending, 0, 0, 0);
-        END IF;
     END IF;
     -- Last (so a claim never holds the head row while it waits for anything): move the head past
     -- what was taken, never waiting for its row (claim_heads.sql).

@@ -211,37 +211,89 @@ BEGIN
     last := CASE WHEN n < p_limit THEN NULL ELSE 'more' END;
 END $$;
 
+-- A batch of a walk of the tenant's journal rows in order (its index), after the row p_after: the
+-- rows holding up to p_limit entries (one row at least), as the last one's seq (`hi`: the batch is
+-- the rows after p_after up to hi), and the walk's next cursor (NULL once it reached the end).
+CREATE OR REPLACE FUNCTION work_gdpr_journal_walk(p_tenant uuid, p_after text, p_limit int, OUT hi bigint,
+                                                  OUT last text)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE v_rows int; v_kept int;
+BEGIN
+    SELECT max(x.seq) FILTER (WHERE x.run <= p_limit OR x.first), count(*), count(*) FILTER (WHERE x.run <= p_limit OR x.first)
+    INTO hi, v_rows, v_kept
+    FROM (SELECT w.seq, sum(w.k) OVER (ORDER BY w.seq) AS run, w.seq = min(w.seq) OVER () AS first
+          FROM (SELECT c.seq, coalesce(cardinality(c.message_ids), 1) AS k FROM work_journal c
+                WHERE c.tenant_id = p_tenant AND c.seq > coalesce(p_after::bigint, -1)
+                ORDER BY c.seq LIMIT p_limit) w) x;
+    hi := coalesce(hi, coalesce(p_after::bigint, -1));
+    last := CASE WHEN v_rows < p_limit AND v_kept = v_rows THEN NULL ELSE hi::text END;
+END $$;
+
+-- A journal row with the entries of these messages erased (p_delete: left out of every read) or
+-- redacted (their correlation id cleared, their details the marker).
+CREATE OR REPLACE FUNCTION work_gdpr_journal_row(c work_journal, p_ids uuid[], p_delete boolean) RETURNS work_journal
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE n int := coalesce(cardinality(c.message_ids), 0);
+BEGIN
+    IF cardinality(c.correlation_ids) = 1 AND n > 1 THEN  -- one element held every entry's: one each now
+        c.correlation_ids := array_fill(c.correlation_ids[1], ARRAY[n]);
+    END IF;
+    c.payloads := coalesce(c.payloads, array_fill(NULL::jsonb, ARRAY[n]));
+    FOR i IN 1 .. n LOOP
+        CONTINUE WHEN c.message_ids[i] IS NULL OR c.message_ids[i] <> ALL (p_ids);
+        IF c.correlation_ids IS NOT NULL THEN
+            c.correlation_ids[i] := NULL;
+        END IF;
+        IF p_delete THEN
+            c.message_ids[i] := NULL;
+            c.payloads[i] := NULL;
+        ELSIF coalesce(c.payloads[i], c.payload) IS NOT NULL THEN
+            c.payloads[i] := work_gdpr_marker();
+        END IF;
+    END LOOP;
+    c.correlation_ids := CASE WHEN cardinality(array_remove(c.correlation_ids, NULL)) > 0 THEN c.correlation_ids END;
+    c.payloads := CASE WHEN cardinality(array_remove(c.payloads, NULL)) > 0 THEN c.payloads END;
+    RETURN c;
+END $$;
+
 CREATE OR REPLACE FUNCTION work_gdpr_erase_audit(j work_gdpr_jobs, p_after text, p_limit int, OUT n int, OUT last text)
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_lo bigint := coalesce(p_after::bigint, 0);
-    v_hi bigint := coalesce(p_after::bigint, 0) + p_limit;
+    v_lo bigint := coalesce(p_after::bigint, -1);
+    v_hi bigint;
     v_mine uuid[];
     v_more int;
 BEGIN
-    v_mine := ARRAY(SELECT DISTINCT r.message_id FROM work_journal r JOIN work_messages m ON m.id = r.message_id
-                    WHERE r.seq > v_lo AND r.seq <= v_hi AND r.tenant_id = j.tenant_id
+    SELECT w.hi, w.last INTO v_hi, last FROM work_gdpr_journal_walk(j.tenant_id, p_after, p_limit) w;
+    -- Entries about the actor's own messages: erased (delete) or redacted.
+    v_mine := ARRAY(SELECT DISTINCT e.message_id
+                    FROM work_journal c CROSS JOIN LATERAL work_journal_unnest(c) e
+                    JOIN work_messages m ON m.id = e.message_id
+                    WHERE c.tenant_id = j.tenant_id AND c.seq > v_lo AND c.seq <= v_hi
                       AND m.source_type = j.actor_type AND m.source_id = j.actor_id);
-    IF j.mode = 'delete' THEN
-        DELETE FROM work_journal r
-        WHERE r.seq > v_lo AND r.seq <= v_hi AND r.tenant_id = j.tenant_id AND r.message_id = ANY (v_mine);
-    ELSE
-        UPDATE work_journal r
-        SET correlation_id = NULL, payload = CASE WHEN r.payload IS NOT NULL THEN work_gdpr_marker() END
-        WHERE r.seq > v_lo AND r.seq <= v_hi AND r.tenant_id = j.tenant_id AND r.message_id = ANY (v_mine);
-    END IF;
-    GET DIAGNOSTICS n = ROW_COUNT;
-    UPDATE work_journal r
-    SET actor_type = CASE WHEN r.actor_type = j.actor_type AND r.actor_id = j.actor_id THEN 'redacted'
-                          ELSE r.actor_type END,
-        actor_id = CASE WHEN r.actor_type = j.actor_type AND r.actor_id = j.actor_id THEN 'redacted'
-                        ELSE r.actor_id END,
-        payload = CASE WHEN r.payload IS NOT NULL THEN work_gdpr_marker() END
-    WHERE r.seq > v_lo AND r.seq <= v_hi AND r.tenant_id = j.tenant_id
-      AND ((r.actor_type = j.actor_type AND r.actor_id = j.actor_id) OR r.payload->>'claimed_by' = j.actor_id);
-    GET DIAGNOSTICS v_more = ROW_COUNT;
+    n := (SELECT count(*) FROM work_journal c CROSS JOIN LATERAL work_journal_unnest(c) e
+          WHERE c.tenant_id = j.tenant_id AND c.seq > v_lo AND c.seq <= v_hi AND e.message_id = ANY (v_mine));
+    UPDATE work_journal c
+    SET (message_ids, correlation_ids, payloads) = (SELECT x.message_ids, x.correlation_ids, x.payloads
+                                                    FROM work_gdpr_journal_row(c, v_mine, j.mode = 'delete') x)
+    WHERE c.tenant_id = j.tenant_id AND c.seq > v_lo AND c.seq <= v_hi AND c.message_ids && v_mine;
+    -- Rows the actor wrote, and rows naming it as the claimer: the actor `redacted`, every entry's
+    -- details the marker.
+    WITH changed AS (
+        UPDATE work_journal c
+        SET actor_type = CASE WHEN c.actor_type = j.actor_type AND c.actor_id = j.actor_id THEN 'redacted'
+                              ELSE c.actor_type END,
+            actor_id = CASE WHEN c.actor_type = j.actor_type AND c.actor_id = j.actor_id THEN 'redacted'
+                            ELSE c.actor_id END,
+            payload = CASE WHEN c.payload IS NOT NULL THEN work_gdpr_marker() END,
+            payloads = (SELECT array_agg(CASE WHEN p.x IS NOT NULL THEN work_gdpr_marker() END ORDER BY p.o)
+                        FROM unnest(c.payloads) WITH ORDINALITY p(x, o))
+        WHERE c.tenant_id = j.tenant_id AND c.seq > v_lo AND c.seq <= v_hi
+          AND ((c.actor_type = j.actor_type AND c.actor_id = j.actor_id) OR c.payload->>'claimed_by' = j.actor_id)
+        RETURNING (SELECT count(*) FROM work_journal_unnest(c) e) AS k
+    )
+    SELECT coalesce(sum(k), 0) INTO v_more FROM changed;
     n := n + v_more;
-    last := CASE WHEN v_hi >= work_journal_last_seq() THEN NULL ELSE v_hi::text END;
 END $$;
 
 -- ---- export steps -------------------------------------------------------------------------------
@@ -334,17 +386,17 @@ END $$;
 CREATE OR REPLACE FUNCTION work_gdpr_export_audit(j work_gdpr_jobs, p_after text, p_limit int, OUT n int, OUT last text)
 LANGUAGE plpgsql AS $$
 DECLARE
-    v_lo bigint := coalesce(p_after::bigint, 0);
-    v_hi bigint := coalesce(p_after::bigint, 0) + p_limit;
+    v_lo bigint := coalesce(p_after::bigint, -1);
+    v_hi bigint;
 BEGIN
+    SELECT w.hi, w.last INTO v_hi, last FROM work_gdpr_journal_walk(j.tenant_id, p_after, p_limit) w;
     n := work_gdpr_export_part(j.id, ARRAY(
-        SELECT jsonb_build_object('record', 'audit', 'event_type', r.event_type, 'at', r.at,
-                                  'scope_id', r.scope_id, 'resource_type', r.resource_type,
-                                  'resource_id', coalesce(r.resource_id, r.message_id::text),
-                                  'correlation_id', r.correlation_id, 'outcome', r.outcome, 'details', r.payload)
-        FROM work_journal r
-        WHERE r.seq > v_lo AND r.seq <= v_hi AND r.tenant_id = j.tenant_id
-          AND r.actor_type = j.actor_type AND r.actor_id = j.actor_id
-        ORDER BY r.seq));
-    last := CASE WHEN v_hi >= work_journal_last_seq() THEN NULL ELSE v_hi::text END;
+        SELECT jsonb_build_object('record', 'audit', 'event_type', e.event_type, 'at', e.at,
+                                  'scope_id', e.scope_id, 'resource_type', e.resource_type,
+                                  'resource_id', coalesce(e.resource_id, e.message_id::text),
+                                  'correlation_id', e.correlation_id, 'outcome', e.outcome, 'details', e.payload)
+        FROM work_journal c CROSS JOIN LATERAL work_journal_unnest(c) e
+        WHERE c.tenant_id = j.tenant_id AND c.seq > v_lo AND c.seq <= v_hi
+          AND c.actor_type = j.actor_type AND c.actor_id = j.actor_id
+        ORDER BY e.seq));
 END $$;

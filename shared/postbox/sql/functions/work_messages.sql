@@ -185,6 +185,7 @@ BEGIN
     IF q.max_depth > 0 THEN
         -- One bounded publish at a time per queue, so concurrent ones cannot overshoot max_depth.
         PERFORM pg_advisory_xact_lock(x'5751'::int, (q.id % 2147483648)::int);  -- "WQ"
+        -- Its counters alone (a bounded queue counts what changes its depth as it happens).
         SELECT coalesce(sum(pending + claimed), 0) INTO v_depth FROM work_queue_counters WHERE queue_id = q.id;
         IF v_depth >= q.max_depth THEN
             IF q.overflow_policy = 'drop_oldest' THEN
@@ -230,11 +231,7 @@ BEGIN
         END IF;
         RETURN jsonb_build_object('message', work_message_doc(m.id), 'replayed', true);
     END IF;
-    INSERT INTO work_journal (scope_id, tenant_id, event_type, message_id, queue_id, correlation_id, actor_type,
-                              actor_id, attempts, emit)
-    VALUES (s.id, s.tenant_id, 'scaiqueue.message.published', m.id, q.id, m.correlation_id, m.source_type,
-            m.source_id, 0, v_emit);
-    PERFORM work_count(q.id, 1, 0, 1, 0, 0);
+    PERFORM work_journal_published(s, q, ARRAY[m.id], ARRAY[m.correlation_id], m.source_type, m.source_id, v_emit);
     RETURN jsonb_build_object('message', work_message_doc(m.id), 'replayed', false);
 END $$;
 
@@ -268,6 +265,7 @@ DECLARE
     v_old text;
     v_type text;
     v_payload jsonb;
+    v_moved int;  -- the move its journal row counts (work_journal.sql), NULL when counted here
 BEGIN
     s := work_scope_of(p_tenant, p_scope);
     PERFORM work_journal_lock(s.id);  -- before any counter row: a complete or a last fail emits
@@ -292,12 +290,17 @@ BEGIN
         UPDATE work_messages SET state = 'completed', response = p_item->'response', claim_token = NULL,
                ended_at = clock_timestamp(), updated_at = clock_timestamp()
         WHERE id = m.id RETURNING * INTO m;
-        PERFORM work_count(m.queue_id, 0, -1, 0, 1, 0);
+        IF work_counts_now(m.queue_id) THEN
+            PERFORM work_count(m.queue_id, 0, -1, 0, 1, 0);
+        ELSE
+            v_moved := 1;
+        END IF;
         v_type := 'completed';
     ELSIF p_action = 'fail' THEN
         v_type := 'failed';
         v_payload := jsonb_build_object('reason', p_item->>'reason', 'retry', m.attempts < m.max_retries);
-        PERFORM work_journal_add(s, 'scaiqueue.message.failed', m, p_actor_type, p_actor_id, false, v_payload);
+        PERFORM work_journal_add(s, 'scaiqueue.message.failed', m, p_actor_type, p_actor_id, false, v_payload,
+                                 CASE WHEN m.attempts < m.max_retries THEN 1 END);
         IF m.attempts >= m.max_retries THEN
             PERFORM work_dead_letter(ARRAY[m.id], p_item->>'reason', p_actor_type, p_actor_id);
         ELSE
@@ -306,7 +309,6 @@ BEGIN
                                 + least(300, power(2, greatest(m.attempts - 1, 0))) * interval '1 second',
                    updated_at = clock_timestamp()
             WHERE id = m.id;
-            PERFORM work_count(m.queue_id, 1, -1, 0, 0, 0);
             PERFORM work_claim_head_back(m.queue_id, m.seq);
         END IF;
         PERFORM work_route_lifecycle(s, 'message_failed', m, 0);
@@ -314,9 +316,9 @@ BEGIN
         UPDATE work_messages SET state = 'pending', attempts = greatest(attempts - 1, 0), claim_token = NULL,
                visible_at = clock_timestamp(), updated_at = clock_timestamp()
         WHERE id = m.id RETURNING * INTO m;
-        PERFORM work_count(m.queue_id, 1, -1, 0, 0, 0);
         PERFORM work_claim_head_back(m.queue_id, m.seq);
         v_type := 'released';
+        v_moved := 1;
     ELSIF p_action = 'extend' THEN
         UPDATE work_messages
         SET visible_at = greatest(visible_at, clock_timestamp()) + (p_item->>'seconds')::int * interval '1 second',
@@ -336,7 +338,7 @@ BEGIN
     END IF;
     IF v_type <> 'failed' THEN
         PERFORM work_journal_add(s, 'scaiqueue.message.' || v_type, m, p_actor_type, p_actor_id,
-                                 v_type = 'completed' AND m.queue_id <> s.events_queue_id, v_payload);
+                                 v_type = 'completed' AND m.queue_id <> s.events_queue_id, v_payload, v_moved);
     END IF;
     IF v_type = 'completed' THEN
         PERFORM work_route_lifecycle(s, 'message_completed', m, 0);
@@ -377,7 +379,7 @@ END $$;
 -- The items are read once into arrays (reading each item out of the request per row the update's
 -- join looks at costs the square of the batch), the update finds each message by its id, and the
 -- answers look a message up only for an item that was refused. Journalled set-based with the
--- caller's actor: one insert of narrow journal rows.
+-- caller's actor: one journal row per queue (one, but for a batch across queues).
 -- The HITL check sits in the update itself (a pass of its own before the batch would cost 100 more
 -- message lookups per call, about a tenth of a complete-batch's database time): a message whose
 -- spec asks for a decision or an input completes only when its response fits; one that does not
@@ -417,7 +419,7 @@ BEGIN
     IF p_action = 'complete' THEN
         v_state := 'completed';
         WITH given AS (
-            SELECT DISTINCT ON (u.id) u.id, u.tok, u.resp
+            SELECT DISTINCT ON (u.id) u.id, u.tok, u.resp, u.n
             FROM unnest(p_ids, v_toks, v_resps) WITH ORDINALITY u(id, tok, resp, n)
             WHERE u.id IS NOT NULL ORDER BY u.id, u.n
         ), done AS (
@@ -428,19 +430,21 @@ BEGIN
               AND (g.tok IS NULL OR g.tok = w.claim_token::text)
               AND (w.hitl_spec IS NULL OR NOT work_hitl_asks(w.hitl_spec)
                    OR jsonb_array_length(work_hitl_errors(w.hitl_spec, coalesce(g.resp, '{}'))) = 0)
-            RETURNING w.id, w.queue_id, w.correlation_id, w.attempts
-        ), journal AS (
-            INSERT INTO work_journal (scope_id, tenant_id, event_type, message_id, queue_id, correlation_id,
-                                      actor_type, actor_id, attempts, emit)
-            SELECT s.id, s.tenant_id, 'scaiqueue.message.completed', d.id, d.queue_id, d.correlation_id,
-                   p_actor_type, p_actor_id, d.attempts, d.queue_id <> s.events_queue_id
-            FROM done d
+            RETURNING w.id, w.queue_id, w.correlation_id, w.attempts, g.n
+        ), journal AS (  -- a row per queue (one, but for a batch that spans queues), entries in item order
+            INSERT INTO work_journal (scope_id, tenant_id, queue_id, event_type, actor_type, actor_id, emit, moved,
+                                      message_ids, attempts, correlation_ids)
+            SELECT s.id, s.tenant_id, d.queue_id, 'scaiqueue.message.completed', p_actor_type, p_actor_id,
+                   d.queue_id <> s.events_queue_id, CASE WHEN NOT work_counts_now(d.queue_id) THEN count(*) END,
+                   array_agg(d.id ORDER BY d.n), work_journal_compact(array_agg(d.attempts ORDER BY d.n)),
+                   work_journal_compact(array_agg(d.correlation_id ORDER BY d.n))
+            FROM done d GROUP BY d.queue_id
         )
         SELECT coalesce(array_agg(d.id), '{}'), coalesce(array_agg(d.queue_id), '{}') INTO v_ok, v_okq FROM done d;
     ELSIF p_action = 'release' THEN
         v_state := 'pending';
         WITH given AS (
-            SELECT DISTINCT ON (u.id) u.id, u.tok FROM unnest(p_ids, v_toks) WITH ORDINALITY u(id, tok, n)
+            SELECT DISTINCT ON (u.id) u.id, u.tok, u.n FROM unnest(p_ids, v_toks) WITH ORDINALITY u(id, tok, n)
             WHERE u.id IS NOT NULL ORDER BY u.id, u.n
         ), moved AS (
             UPDATE work_messages w SET state = 'pending', attempts = greatest(w.attempts - 1, 0), claim_token = NULL,
@@ -448,13 +452,14 @@ BEGIN
             FROM given g
             WHERE w.id = g.id AND w.scope_id = s.id AND w.state = 'claimed'
               AND (g.tok IS NULL OR g.tok = w.claim_token::text)
-            RETURNING w.id, w.queue_id, w.seq, w.correlation_id, w.attempts
+            RETURNING w.id, w.queue_id, w.seq, w.correlation_id, w.attempts, g.n
         ), journal AS (
-            INSERT INTO work_journal (scope_id, tenant_id, event_type, message_id, queue_id, correlation_id,
-                                      actor_type, actor_id, attempts)
-            SELECT s.id, s.tenant_id, 'scaiqueue.message.released', d.id, d.queue_id, d.correlation_id,
-                   p_actor_type, p_actor_id, d.attempts
-            FROM moved d
+            INSERT INTO work_journal (scope_id, tenant_id, queue_id, event_type, actor_type, actor_id, moved,
+                                      message_ids, attempts, correlation_ids)
+            SELECT s.id, s.tenant_id, d.queue_id, 'scaiqueue.message.released', p_actor_type, p_actor_id, count(*),
+                   array_agg(d.id ORDER BY d.n), work_journal_compact(array_agg(d.attempts ORDER BY d.n)),
+                   work_journal_compact(array_agg(d.correlation_id ORDER BY d.n))
+            FROM moved d GROUP BY d.queue_id
         )
         SELECT coalesce(array_agg(m.id), '{}'), coalesce(array_agg(m.queue_id), '{}'),
                coalesce(array_agg(m.seq), '{}') INTO v_ok, v_okq, v_oks FROM moved m;
@@ -479,7 +484,7 @@ BEGIN
             PERFORM work_dead_letter(ARRAY[r.id], r.reason, p_actor_type, p_actor_id);
         END LOOP;
         WITH given AS (
-            SELECT DISTINCT ON (u.id) u.id, u.tok, u.reason
+            SELECT DISTINCT ON (u.id) u.id, u.tok, u.reason, u.n
             FROM unnest(p_ids, v_toks, v_reasons) WITH ORDINALITY u(id, tok, reason, n)
             WHERE u.id IS NOT NULL AND u.id <> ALL (v_dead) ORDER BY u.id, u.n
         ), moved AS (
@@ -490,26 +495,31 @@ BEGIN
             FROM given g
             WHERE w.id = g.id AND w.scope_id = s.id AND w.state = 'claimed'
               AND (g.tok IS NULL OR g.tok = w.claim_token::text) AND w.attempts < w.max_retries
-            RETURNING w.id, w.queue_id, w.seq, w.correlation_id, w.attempts, g.reason
-        ), journal AS (
-            INSERT INTO work_journal (scope_id, tenant_id, event_type, message_id, queue_id, correlation_id,
-                                      actor_type, actor_id, attempts, payload)
-            SELECT s.id, s.tenant_id, 'scaiqueue.message.failed', d.id, d.queue_id, d.correlation_id,
-                   p_actor_type, p_actor_id, d.attempts, jsonb_build_object('reason', d.reason, 'retry', true)
-            FROM moved d
+            RETURNING w.id, w.queue_id, w.seq, w.correlation_id, w.attempts, g.reason, g.n
+        ), journal AS (  -- the details differ only by their reason: one when they share it
+            INSERT INTO work_journal (scope_id, tenant_id, queue_id, event_type, actor_type, actor_id, moved,
+                                      payload, payloads, message_ids, attempts, correlation_ids)
+            SELECT s.id, s.tenant_id, d.queue_id, 'scaiqueue.message.failed', p_actor_type, p_actor_id, count(*),
+                   CASE WHEN count(DISTINCT coalesce(d.reason, '')) = 1
+                        THEN jsonb_build_object('reason', min(d.reason), 'retry', true) END,
+                   CASE WHEN count(DISTINCT coalesce(d.reason, '')) > 1
+                        THEN array_agg(jsonb_build_object('reason', d.reason, 'retry', true) ORDER BY d.n) END,
+                   array_agg(d.id ORDER BY d.n), work_journal_compact(array_agg(d.attempts ORDER BY d.n)),
+                   work_journal_compact(array_agg(d.correlation_id ORDER BY d.n))
+            FROM moved d GROUP BY d.queue_id
         )
         SELECT coalesce(array_agg(m.id), '{}'), coalesce(array_agg(m.queue_id), '{}'),
                coalesce(array_agg(m.seq), '{}') INTO v_ok, v_okq, v_oks FROM moved m;
     END IF;
 
-    -- The counters, once per queue (dead letters counted themselves), taken in queue order.
+    -- The claim heads come back, and a bounded queue's completions are counted (its journal row
+    -- counts the others: work_journal.sql), once per queue, in queue order.
     FOR r IN SELECT u.q, count(*) AS n, min(u.seq) AS first FROM unnest(v_okq, v_oks) u(q, seq)
              GROUP BY u.q ORDER BY u.q LOOP
-        IF p_action = 'complete' THEN
-            PERFORM work_count(r.q, 0, -r.n, 0, r.n, 0);
-        ELSE
-            PERFORM work_count(r.q, r.n, -r.n, 0, 0, 0);
+        IF p_action <> 'complete' THEN
             PERFORM work_claim_head_back(r.q, r.first);
+        ELSIF work_counts_now(r.q) THEN
+            PERFORM work_count(r.q, 0, -r.n, 0, r.n, 0);
         END IF;
     END LOOP;
 

@@ -322,9 +322,7 @@ BEGIN
         END;
     END IF;
     IF v_why IS NOT NULL THEN
-        INSERT INTO work_journal (scope_id, tenant_id, event_type, message_id, queue_id, correlation_id, actor_type,
-                                  actor_id, attempts, payload)
-        VALUES (s.id, s.tenant_id, 'scaiqueue.routing.stopped', m.id, m.queue_id, m.correlation_id, 'routing_rule',
-                r.id::text, m.attempts, jsonb_build_object('trigger', p_trigger, 'rule', r.name, 'reason', v_why));
+        PERFORM work_journal_add(s, 'scaiqueue.routing.stopped', m, 'routing_rule', r.id::text, false,
+                                 jsonb_build_object('trigger', p_trigger, 'rule', r.name, 'reason', v_why));
     END IF;
 END $$;

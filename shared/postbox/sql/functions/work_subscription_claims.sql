@@ -250,9 +250,10 @@ BEGIN
            visible_at = v_now + visibility_timeout_s * interval '1 second'
     WHERE id = m.id RETURNING * INTO m;
     PERFORM work_count(q.id, -1, 1, 0, 0, 0);
-    INSERT INTO work_journal (scope_id, tenant_id, event_type, message_id, queue_id, correlation_id, actor_type,
-                              actor_id, attempts, emit, payload)
-    VALUES (m.scope_id, m.tenant_id, 'scaiqueue.message.claimed', m.id, q.id, m.correlation_id, 'system',
-            'work-auto-claim', m.attempts, false, jsonb_build_object('subscription_id', x.id));
+    INSERT INTO work_journal (scope_id, tenant_id, queue_id, event_type, actor_type, actor_id, payload, message_ids,
+                              attempts, correlation_ids)
+    VALUES (m.scope_id, m.tenant_id, q.id, 'scaiqueue.message.claimed', 'system', 'work-auto-claim',
+            jsonb_build_object('subscription_id', x.id), ARRAY[m.id], ARRAY[m.attempts],
+            CASE WHEN m.correlation_id IS NOT NULL THEN ARRAY[m.correlation_id] END);
     RETURN jsonb_build_object('message', work_message_doc(m.id) - 'claim_token', 'replayed', false);
 END $$;

@@ -192,12 +192,14 @@ BEGIN
         FROM picked p, work_messages m
         WHERE d.subscription_id = x.id AND d.message_id = p.message_id AND m.id = p.message_id
         RETURNING d.message_id, d.attempts, m.queue_id, m.correlation_id, d.seq
-    ), journal AS (
-        INSERT INTO work_journal (scope_id, tenant_id, event_type, message_id, queue_id, correlation_id,
-                                  actor_type, actor_id, attempts, payload)
-        SELECT s.id, s.tenant_id, 'scaiqueue.message.claimed', c.message_id, c.queue_id, c.correlation_id,
-               p_actor_type, p_actor_id, c.attempts, jsonb_build_object('subscription_id', x.id)
-        FROM claimed c ORDER BY c.seq
+    ), journal AS (  -- one row (a broadcast queue's deliveries move no counter)
+        INSERT INTO work_journal (scope_id, tenant_id, queue_id, event_type, actor_type, actor_id, payload,
+                                  message_ids, attempts, correlation_ids)
+        SELECT s.id, s.tenant_id, x.queue_id, 'scaiqueue.message.claimed', p_actor_type, p_actor_id,
+               jsonb_build_object('subscription_id', x.id), array_agg(c.message_id ORDER BY c.seq),
+               work_journal_compact(array_agg(c.attempts ORDER BY c.seq)),
+               work_journal_compact(array_agg(c.correlation_id ORDER BY c.seq))
+        FROM claimed c HAVING count(*) > 0
     )
     SELECT array_agg(c.message_id) INTO v_ids FROM claimed c;
     SELECT jsonb_agg(v.doc ORDER BY v.seq) INTO v_out  -- a new statement: it sees the claims
@@ -295,7 +297,7 @@ END $$;
 -- holds fewer than max_in_flight (whether its filter lets any through, its claim finds out).
 CREATE OR REPLACE FUNCTION work_competing_due(x work_subscriptions) RETURNS boolean LANGUAGE sql STABLE AS $$
     SELECT q.consumer_mode = 'competing'
-           AND (SELECT coalesce(sum(k.pending), 0) FROM work_queue_counters k WHERE k.queue_id = q.id) > 0
+           AND (SELECT coalesce(sum(d.pending), 0) FROM work_queue_depths(ARRAY[q.id]) d) > 0
            AND work_subscription_held(x.id) < x.max_in_flight
     FROM work_queues q WHERE q.id = x.queue_id
 $$;

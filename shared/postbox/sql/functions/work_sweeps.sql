@@ -16,13 +16,16 @@ BEGIN
             UPDATE work_messages m SET state = 'expired', claim_token = NULL, ended_at = clock_timestamp(),
                    updated_at = clock_timestamp()
             FROM doomed d WHERE m.id = d.id
-            RETURNING m.id, m.scope_id, m.tenant_id, m.correlation_id, m.attempts, d.queue_id, d.state
-        ), journal AS (
-            INSERT INTO work_journal (scope_id, tenant_id, event_type, message_id, queue_id, correlation_id,
-                                      actor_type, actor_id, attempts)
-            SELECT e.scope_id, e.tenant_id, 'scaiqueue.message.expired', e.id, e.queue_id, e.correlation_id,
-                   'system', 'work-expiry', e.attempts
-            FROM ended e
+            RETURNING m.id, m.seq, m.scope_id, m.tenant_id, m.correlation_id, m.attempts, d.queue_id, d.state
+        ), journal AS (  -- a row per queue (and per 1,024 of its messages)
+            INSERT INTO work_journal (scope_id, tenant_id, queue_id, event_type, actor_type, actor_id, message_ids,
+                                      attempts, correlation_ids)
+            SELECT e.scope_id, e.tenant_id, e.queue_id, 'scaiqueue.message.expired', 'system', 'work-expiry',
+                   array_agg(e.id ORDER BY e.seq), work_journal_compact(array_agg(e.attempts ORDER BY e.seq)),
+                   work_journal_compact(array_agg(e.correlation_id ORDER BY e.seq))
+            FROM (SELECT x.*, (row_number() OVER (PARTITION BY x.queue_id ORDER BY x.seq) - 1) / 1024 AS part
+                  FROM ended x) e
+            GROUP BY e.queue_id, e.part, e.scope_id, e.tenant_id
         )
         SELECT queue_id, count(*) FILTER (WHERE state = 'pending') AS p, count(*) FILTER (WHERE state = 'claimed') AS c
         FROM ended GROUP BY queue_id ORDER BY queue_id
@@ -62,8 +65,8 @@ CREATE OR REPLACE FUNCTION work_watch_dead_letters(p_limit int) RETURNS int LANG
 DECLARE s work_scopes; v_depth bigint; n int := 0; v_event uuid;
 BEGIN
     FOR s IN SELECT * FROM work_scopes WHERE state <> 'archived' ORDER BY id LIMIT p_limit FOR UPDATE SKIP LOCKED LOOP
-        SELECT coalesce(sum(pending + claimed), 0) INTO v_depth
-        FROM work_queue_counters WHERE queue_id = s.dead_letter_queue_id;
+        SELECT coalesce(sum(d.pending + d.claimed), 0) INTO v_depth
+        FROM work_queue_depths(ARRAY[s.dead_letter_queue_id]) d;
         IF v_depth >= s.dead_letter_alert AND NOT s.dead_letter_alerted THEN
             v_event := gen_random_uuid();
             INSERT INTO work_messages (id, queue_id, scope_id, tenant_id, visible_at, message_type, body,
@@ -87,11 +90,11 @@ BEGIN
 END $$;
 
 -- The archiver: ended messages (completed, failed, cancelled, expired, dead-lettered) older than
--- their scope's retention_days are deleted.
--- And the journal's retention: journal rows older than 90 days (the audit log's retention), each
--- scope's `_events` materialised first so no event is lost.
+-- their scope's retention_days are deleted; and the journal's retention: its weeks wholly older than
+-- 90 days (the audit log's retention) are dropped, each scope's `_events` materialised first so no
+-- event is lost (work_journal_retire). Returns the messages and journal entries removed.
 CREATE OR REPLACE FUNCTION work_archive(p_limit int) RETURNS int LANGUAGE plpgsql AS $$
-DECLARE n int; k int; v_scope uuid;
+DECLARE n int;
 BEGIN
     WITH doomed AS (
         SELECT m.id FROM work_messages m JOIN work_scopes s ON s.id = m.scope_id
@@ -100,19 +103,5 @@ BEGIN
     )
     DELETE FROM work_messages w USING doomed d WHERE w.id = d.id;
     GET DIAGNOSTICS n = ROW_COUNT;
-    -- Scopes whose oldest journal row is past the retention (one index probe per scope).
-    FOR v_scope IN
-        SELECT s.id FROM work_scopes s
-        WHERE (SELECT j.at FROM work_journal j WHERE j.scope_id = s.id ORDER BY j.seq LIMIT 1)
-              < clock_timestamp() - interval '90 days'
-        ORDER BY s.id LIMIT 100
-    LOOP
-        PERFORM work_events_sync(v_scope);
-        DELETE FROM work_journal j
-        USING (SELECT x.ctid FROM work_journal x WHERE x.scope_id = v_scope ORDER BY x.seq LIMIT p_limit) d
-        WHERE j.ctid = d.ctid AND j.at < clock_timestamp() - interval '90 days';
-        GET DIAGNOSTICS k = ROW_COUNT;
-        n := n + k;
-    END LOOP;
-    RETURN n;
+    RETURN n + work_journal_retire(90, p_limit);
 END $$;
