@@ -45,6 +45,7 @@ BEGIN
     GET DIAGNOSTICS v_n = ROW_COUNT;
     v_total := v_total + v_n;
 
+    PERFORM work_counts_fold();  -- the work counters lag the journal until folded: fold first
     INSERT INTO history_minutes (kind, resource_id, minute, in_total, out_total, depth, oldest_age_s)
     SELECT 'work', q.id, v_minute, coalesce(c.published, 0), coalesce(c.published - c.depth, 0),
            coalesce(c.depth, 0),
