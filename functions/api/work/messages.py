@@ -11,7 +11,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 from pydantic import Field, model_validator
 
-from functions.api.work.envelope import Cursor, Limit, caller, data, listing
+from functions.api.work.envelope import Cursor, Limit, caller, data, data_text, listing
 from functions.api.work.fields import MAX_TTL_S, MAX_VISIBILITY_S, UUID_TEXT, Priority, Text, _Strict
 from functions.api.work.queues import QUEUE
 from postbox.work import browse, messages
@@ -144,8 +144,8 @@ def publish(scope_id: str, queue_id: str, request: Annotated[Publish, Body()]):
 @router.post(QUEUE + "/messages/claim")
 def claim(scope_id: str, queue_id: str, body: Annotated[QueueClaim | None, Body()] = None):
     body = body or QueueClaim()
-    return data(messages.claim(caller(), scope_id, queue_id, body.batch_size, body.visibility_timeout_s,
-                               body.subscription_id, attributes=body.attributes))
+    return data_text(messages.claim_text(caller(), scope_id, queue_id, body.batch_size, body.visibility_timeout_s,
+                                         body.subscription_id, attributes=body.attributes))
 
 
 @router.get(QUEUE + "/messages")

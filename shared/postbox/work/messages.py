@@ -1,4 +1,4 @@
-"""Publish, claim and finish messages: each one SQL function call (`work_publish_routed`, `work_claim`,
+"""Publish, claim and finish messages: each one SQL function call (`work_publish_routed`, `work_claim_text`,
 `work_finish`, `work_finish_batch` in sql/functions/), whose refusals arrive as typed errors with
 the surface's codes.
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from .. import db
+from .. import db, jsoncodec
 from ..errors import Conflict
 from ..tenancy import Principal, require
 from . import hitl, schemas
@@ -32,15 +32,24 @@ ACTIONS = {"complete": CONSUME, "fail": CONSUME, "release": CONSUME, "extend": C
 ATTRIBUTES = "set_config('postbox.claim_attributes', %s, true)"
 
 
+def _prepared(principal: Principal, tenant_id: str, scope_id: str, message: dict[str, Any]) -> dict[str, Any]:
+    """A message's fields as the publish functions take them: a HITL pattern named expanded into its
+    spec, the caller's actor as its source, its body's text as it arrived (what claims answer)."""
+    message = dict(message)
+    pattern = message.pop("hitl_pattern", None)
+    if pattern is not None:
+        message["hitl_spec"] = hitl.spec_for_publish(tenant_id, scope_id, pattern)
+    # The message's source is the caller's actor (a work API key's subject, or the tenant key itself).
+    message["source_type"], message["source_id"] = principal.actor
+    message["body_text"] = as_json(message.get("body"))
+    return message
+
+
 def publish(principal: Principal, scope_id: str, queue_id: str, message: dict[str, Any]) -> tuple[dict, bool]:
     """(the message, whether it replays an earlier publish with the same idempotency key)."""
     tenant_id = require(principal, PUBLISH)
     scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
-    if message.get("hitl_pattern") is not None:  # a pattern named: its spec, expanded, is the message's
-        message = {**message, "hitl_spec": hitl.spec_for_publish(tenant_id, scope_id, message["hitl_pattern"])}
-    message.pop("hitl_pattern", None)
-    # The message's source is the caller's actor (a work API key's subject, or the tenant key itself).
-    message["source_type"], message["source_id"] = principal.actor
+    message = _prepared(principal, tenant_id, scope_id, message)
     schema_id = schemas.believed(queue_id)
     gate = guard(principal, tenant_id, scope_id, PUBLISH, queue=queue_id)
     for attempt in range(3):
@@ -66,15 +75,25 @@ def claim(principal: Principal, scope_id: str, queue_id: str, batch_size: int,
     claim (a subscription named, or a work key subscribing to the queue) is its subscription's.
     With `attributes` (the lean-answer extension) each message answers only those fields besides id
     and claim_token (work_claim_answer)."""
+    return jsoncodec.loads(claim_text(principal, scope_id, queue_id, batch_size, visibility_timeout_s,
+                                      subscription_id, attributes))
+
+
+def claim_text(principal: Principal, scope_id: str, queue_id: str, batch_size: int,
+               visibility_timeout_s: int | None, subscription_id: str | None = None,
+               attributes: list[str] | None = None) -> str:
+    """What `claim` answers, as the JSON text the database joined (the claim route passes it on as it
+    is: no value is built per message on the way, in SQL or here)."""
     tenant_id = require(principal, CONSUME)
     scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
     gate = guard(principal, tenant_id, scope_id, CONSUME, queue=queue_id)
     with db.connection() as conn, db.domain_errors():
         if subscription_id is None and not principal.is_work_key:
-            return conn.execute(f"SELECT work_claim(%s, %s, %s, %s, %s, %s, %s, %s) FROM {ENTER} _, {ATTRIBUTES} a",
+            return conn.execute(f"SELECT work_claim_text(%s, %s, %s, %s, %s, %s, %s, %s) "
+                                f"FROM {ENTER} _, {ATTRIBUTES} a",
                                 (tenant_id, scope_id, queue_id, batch_size, visibility_timeout_s, principal.key_id,
                                  *principal.actor, gate, _attributes(attributes))).fetchone()[0]
-        return conn.execute(f"SELECT work_claim_as(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+        return conn.execute(f"SELECT work_claim_as(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)::text "
                             f"FROM {ENTER} _, {ATTRIBUTES} a",
                             (tenant_id, scope_id, queue_id, _subscription(subscription_id), batch_size,
                              visibility_timeout_s, principal.key_id, *principal.actor, principal.is_work_key,

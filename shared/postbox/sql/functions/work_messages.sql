@@ -137,7 +137,8 @@ END $$;
 -- ---- publish ------------------------------------------------------------------------------------
 
 -- Publish one message (p_msg: the request's fields, defaults filled by the caller where the queue
--- has none). Answers {"message": doc, "replayed": bool}.
+-- has none; `body_text`, when there, the body's JSON text as it arrived, which claims answer).
+-- Answers {"message": doc, "replayed": bool}.
 -- Journalled: `scaiqueue.message.published` by the message's source (the caller's
 -- actor, `source_type`/`source_id` in p_msg; a tenant key p_source when absent), emitted into
 -- `_events` when the scope asks for published events.
@@ -207,8 +208,12 @@ BEGIN
     INSERT INTO work_messages AS w (
         queue_id, scope_id, tenant_id, rank, visible_at, aged_at, message_type, tier, score, labels, content_type,
         body, correlation_id, causation_id, parent_id, source_type, source_id, ttl_seconds, deadline, expires_at,
-        max_retries, visibility_timeout_s, idempotency_key, hitl_spec)
-    VALUES (
+        max_retries, visibility_timeout_s, idempotency_key, hitl_spec, fields_text)
+    SELECT x.*, work_fields_text(x.message_type, x.tier, x.score, x.labels, x.content_type,  -- what claims answer
+                                 coalesce(p_msg->>'body_text', work_json_text(x.body)), x.correlation_id,
+                                 x.causation_id, x.parent_id, x.source_type, x.source_id, x.ttl_seconds, x.deadline,
+                                 x.expires_at, x.max_retries, x.visibility_timeout_s, x.idempotency_key, x.hitl_spec)
+    FROM (VALUES (
         q.id, s.id, p_tenant, v_rank,
         greatest(v_now, coalesce((p_msg->>'visible_at')::timestamptz, v_now)),
         CASE WHEN q.ordering = 'priority' AND v_rank > 1024 THEN v_now END,
@@ -219,7 +224,10 @@ BEGIN
         v_ttl, v_deadline, least(v_now + v_ttl * interval '1 second', v_deadline),
         coalesce((p_msg->>'max_retries')::int, q.max_retries),
         coalesce((p_msg->>'visibility_timeout_s')::int, q.visibility_timeout_s),
-        v_key, p_msg->'hitl_spec')
+        v_key, p_msg->'hitl_spec'))
+        x(queue_id, scope_id, tenant_id, rank, visible_at, aged_at, message_type, tier, score, labels, content_type,
+          body, correlation_id, causation_id, parent_id, source_type, source_id, ttl_seconds, deadline, expires_at,
+          max_retries, visibility_timeout_s, idempotency_key, hitl_spec)
     ON CONFLICT (queue_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING w.* INTO m;
     IF m.id IS NULL THEN  -- a concurrent publish with the same key won: answer as a replay of it
