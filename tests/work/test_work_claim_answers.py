@@ -128,3 +128,19 @@ def test_lean_answers_keep_their_fields(tenant, attributes, fields):
     [m] = jsoncodec.loads(text)
     assert list(m) == fields
     assert m == {f: v for f, v in _documents([m["id"]])[0].items() if f in fields}
+
+
+def test_a_completed_message_keeps_no_answer_text(tenant):
+    """Nothing claims a completed message again: its row is kept until the archiver's retention
+    without the text (single completes and batch completes alike)."""
+    s = _scope(tenant)
+    q = queues.create_queue(tenant.principal, s["id"], {"slug": "jobs"})
+    for i in range(3):
+        messages.publish(tenant.principal, s["id"], q["id"], {"body": {"n": i}})
+    one, *two = messages.claim(tenant.principal, s["id"], q["id"], 3, 60)
+    messages.finish(tenant.principal, s["id"], one["id"], "complete", {})
+    messages.finish_batch(tenant.principal, s["id"], "complete", [{"id": m["id"]} for m in two])
+    with db.connection() as conn:
+        kept = conn.execute("SELECT count(*) FILTER (WHERE fields_text IS NOT NULL), count(*) FROM work_messages"
+                            " WHERE id = ANY(%s::uuid[])", ([one["id"], *(m["id"] for m in two)],)).fetchone()
+    assert kept == (0, 3)

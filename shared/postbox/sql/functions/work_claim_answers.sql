@@ -7,7 +7,8 @@
 -- body being the text it was published as); a claim joins that text with the few it writes itself
 -- (its id, attempts, claim token, times), the times and the claimer turned into text once per claim.
 -- A message without that text (one Postbox made itself: a dead-letter copy, an event; or one whose
--- published fields changed since, as an erasure changes them) has it built from its columns.
+-- published fields changed since, as an erasure changes them) has it built from its columns. A
+-- completion drops it (nothing claims the message again).
 -- Times are written as JSON writes them in the session's time zone, as the documents are.
 --
 -- The lean-answer extension lets a claim name the fields it wants (`attributes`, as SQS's
@@ -117,7 +118,8 @@ RETURNS text LANGUAGE sql STABLE AS $$
     SELECT CASE p_shape
         WHEN 'full' THEN
             '{"id":"' || p_id || p_parts[1] || p_fields || ',"attempts":' || p_attempts || p_parts[2] || p_token
-            || '","claimed_at":' || p_parts[3] || ',"claim_expires_at":' || coalesce(p_parts[4], to_json(p_expires)::text)
+            || '","claimed_at":' || p_parts[3]
+            || ',"claim_expires_at":' || coalesce(p_parts[4], to_json(p_expires)::text)
             || ',"visible_at":null,"failure_reason":' || coalesce(to_json(p_failure)::text, 'null')
             || ',"response":' || coalesce(work_json_text(p_response), 'null')
             || ',"created_at":' || to_json(p_created) || ',"updated_at":' || p_parts[3] || ',"ended_at":null'

@@ -298,7 +298,7 @@ BEGIN
     v_old := m.state;
     IF p_action = 'complete' THEN
         UPDATE work_messages SET state = 'completed', response = p_item->'response', claim_token = NULL,
-               ended_at = clock_timestamp(), updated_at = clock_timestamp()
+               fields_text = NULL, ended_at = clock_timestamp(), updated_at = clock_timestamp()
         WHERE id = m.id RETURNING * INTO m;
         PERFORM work_count(m.queue_id, 0, -1, 0, 1, 0);
         v_type := 'completed';
@@ -430,7 +430,7 @@ BEGIN
             WHERE u.id IS NOT NULL ORDER BY u.id, u.n
         ), done AS (
             UPDATE work_messages w SET state = 'completed', response = g.resp, claim_token = NULL,
-                   ended_at = clock_timestamp(), updated_at = clock_timestamp()
+                   fields_text = NULL, ended_at = clock_timestamp(), updated_at = clock_timestamp()
             FROM given g
             WHERE w.id = g.id AND w.scope_id = s.id AND w.state = 'claimed'
               AND (g.tok IS NULL OR g.tok = w.claim_token::text)
