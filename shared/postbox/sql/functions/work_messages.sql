@@ -51,8 +51,13 @@ SELECT m.id, q.queue_id, q.slug AS queue_slug, m.scope_id, m.state, m.message_ty
        m.failure_reason, m.response, m.created_at, m.updated_at, m.ended_at, m.tenant_id
 FROM work_messages m JOIN work_queues q ON q.id = m.queue_id;
 
+-- Under a batch publish (the transaction-local setting `postbox.publish_answers` = 'lean', set by
+-- work_publish_batch) the publish functions' answers are lean: {id, queue_id, state}.
 CREATE OR REPLACE FUNCTION work_message_doc(p_id uuid) RETURNS jsonb LANGUAGE sql STABLE AS $$
-    SELECT to_jsonb(d) FROM work_message_docs d WHERE d.id = p_id
+    SELECT CASE WHEN current_setting('postbox.publish_answers', true) = 'lean'
+                THEN (SELECT jsonb_build_object('id', m.id, 'queue_id', q.queue_id, 'state', m.state)
+                      FROM work_messages m JOIN work_queues q ON q.id = m.queue_id WHERE m.id = p_id)
+                ELSE (SELECT to_jsonb(d) FROM work_message_docs d WHERE d.id = p_id) END
 $$;
 
 -- The scope a request names, within the caller's tenant (another tenant's is missing), checking the
