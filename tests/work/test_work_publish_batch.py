@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 
 from postbox import db
-from postbox.errors import Unprocessable
+from postbox.errors import Conflict, Unprocessable
 from postbox.work import messages, queues, schemas, scopes
 
 THREADS, BATCHES, SHARED = 4, 5, 10
@@ -106,3 +106,49 @@ def test_a_batch_leaves_the_rest_of_its_transaction_answering_full_documents(ten
         assert answer["undone"] is atomic and answer["entries"][1]["ok"] is False
         document = conn.execute("SELECT work_message_doc(%s)", (done["id"],)).fetchone()[0]
     assert document["body"] == "kept" and document["queue_slug"] == "jobs"
+
+
+ENTRIES = [
+    {"body": {"n": 1}, "priority": {"tier": "high", "score": 900}, "labels": {"a": "1"}, "type": "order.created"},
+    {"body": "two", "ttl_seconds": 60, "correlation_id": "c-2", "causation_id": "x", "parent_id": "y"},
+    {"body": {"n": 3}, "deadline": "2031-01-01T00:00:00+00:00", "max_retries": 5, "visibility_timeout_s": 40},
+    {"body": {"n": 4}, "idempotency_key": "k4", "hitl_spec": {"decision": {"field": "ok", "options": ["y"]}},
+     "content_type": "text/plain", "visible_at": "2030-01-01T00:00:00+00:00"},
+    {"body": {"n": 4}, "idempotency_key": "k4"},
+    {"body": {"other": 4}, "idempotency_key": "k4"},
+    {"body": "low", "priority": {"tier": "background", "score": 0}},
+]
+_ROW = """SELECT m.rank, m.state, m.message_type, m.tier, m.score, m.labels, m.content_type, m.body, m.correlation_id,
+                 m.causation_id, m.parent_id, m.source_type, m.source_id, m.ttl_seconds, m.deadline,
+                 m.expires_at IS NULL, m.aged_at IS NULL, m.visible_at > clock_timestamp(), m.max_retries,
+                 m.visibility_timeout_s, m.idempotency_key, m.hitl_spec, m.attempts,
+                 regexp_replace(m.fields_text, '"expires_at":"[^"]+"', '"expires_at":"…"'),
+                 j.event_type, j.actor_type, j.actor_id, j.attempts, j.emit
+          FROM work_messages m JOIN work_queues q ON q.id = m.queue_id
+          JOIN work_journal j ON j.message_id = m.id AND j.event_type = 'scaiqueue.message.published'
+          WHERE q.queue_id = %s ORDER BY m.seq"""
+
+
+def test_a_plain_batch_writes_what_single_publishes_write(tenant):
+    """The set-based pass and the single publish side by side, in a scope that emits published events,
+    into priority queues: the same rows, journal rows, counts, answers and claim order."""
+    s = scopes.create_scope(tenant.principal, {"slug": "alike", "emit_events": ["published"]})
+    batched, single = (queues.create_queue(tenant.principal, s["id"], {"slug": slug, "ordering": "priority"})
+                       for slug in ("batched", "single"))
+    answers = messages.publish_batch(tenant.principal, s["id"], batched["id"], ENTRIES)
+    singles = []
+    for entry in ENTRIES:
+        try:
+            found, replayed = messages.publish(tenant.principal, s["id"], single["id"], dict(entry))
+            singles.append(("ok", replayed))
+        except Conflict as e:
+            singles.append((e.code, None))
+    assert [("ok", a["replayed"]) if isinstance(a, dict) else (a.code, None) for a in answers] == singles
+    assert answers[4]["id"] == answers[3]["id"]
+    with db.connection() as conn:
+        rows = [conn.execute(_ROW, (q["id"],)).fetchall() for q in (batched, single)]
+    assert len(rows[0]) == 5 and rows[0] == rows[1]
+    stats = [queues.stats(tenant.principal, s["id"], q["id"]) for q in (batched, single)]
+    assert stats[0] == {**stats[1], "queue_id": batched["id"]}
+    claimed = [messages.claim(tenant.principal, s["id"], q["id"], 10, 60) for q in (batched, single)]
+    assert [m["body"] for m in claimed[0]] == [m["body"] for m in claimed[1]]

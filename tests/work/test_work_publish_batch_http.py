@@ -87,7 +87,9 @@ def test_idempotency_keys_across_batches_and_single_publishes(api, scope, queue)
     assert _depth(api, scope, queue) == 1
 
 
-def test_many_refusals_among_published_entries_keep_every_published_one_once_and_in_order(api, scope, queue):
+@pytest.mark.parametrize("depth", [0, 1000])  # a plain queue (one set-based pass), and one each entry runs alone
+def test_many_refusals_among_published_entries_keep_every_published_one_once_and_in_order(api, scope, depth):
+    queue = _ok(api.post(f"{W}/scopes/{scope['id']}/queues", json={"slug": "refusing", "max_depth": depth}), 201)
     _ok(api.post(f"{_q(scope, queue)}/messages", json={"body": "x", "idempotency_key": "taken"}), 201)
     entries = [{"body": f"m{i}"} if i % 2 == 0 else {"body": f"c{i}", "idempotency_key": "taken"} for i in range(9)]
     answers = _batch(api, scope, queue, entries)
