@@ -122,7 +122,6 @@ _ROW = """SELECT m.rank, m.state, m.message_type, m.tier, m.score, m.labels, m.c
                  m.causation_id, m.parent_id, m.source_type, m.source_id, m.ttl_seconds, m.deadline,
                  m.expires_at IS NULL, m.aged_at IS NULL, m.visible_at > clock_timestamp(), m.max_retries,
                  m.visibility_timeout_s, m.idempotency_key, m.hitl_spec, m.attempts,
-                 regexp_replace(m.fields_text, '"expires_at":"[^"]+"', '"expires_at":"…"'),
                  j.event_type, j.actor_type, j.actor_id, j.attempts, j.emit
           FROM work_messages m JOIN work_queues q ON q.id = m.queue_id
           JOIN work_journal j ON j.message_id = m.id AND j.event_type = 'scaiqueue.message.published'

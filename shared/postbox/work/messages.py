@@ -35,14 +35,13 @@ ATTRIBUTES = "set_config('postbox.claim_attributes', %s, true)"
 
 def _prepared(principal: Principal, tenant_id: str, scope_id: str, message: dict[str, Any]) -> dict[str, Any]:
     """A message's fields as the publish functions take them: a HITL pattern named expanded into its
-    spec, the caller's actor as its source, its body's text as it arrived (what claims answer)."""
+    spec, the caller's actor as its source."""
     message = dict(message)
     pattern = message.pop("hitl_pattern", None)
     if pattern is not None:
         message["hitl_spec"] = hitl.spec_for_publish(tenant_id, scope_id, pattern)
     # The message's source is the caller's actor (a work API key's subject, or the tenant key itself).
     message["source_type"], message["source_id"] = principal.actor
-    message["body_text"] = as_json(message.get("body"))
     return message
 
 

@@ -175,7 +175,7 @@ BEGIN
             RETURNING w.id, w.rank, w.seq, w.correlation_id, w.attempts,
                       work_claimed_text(v_shape, v_parts, w.id, w.claim_token, w.attempts, w.visible_at,
                                         w.failure_reason, w.response, w.created_at,
-                                        coalesce(w.fields_text, work_row_fields(w))) AS doc
+                                        work_fields_text(w)) AS doc
         ), journal AS (
             INSERT INTO work_journal (scope_id, tenant_id, event_type, message_id, queue_id, correlation_id,
                                       actor_type, actor_id, attempts, emit, payload)

@@ -142,50 +142,41 @@ END $$;
 -- ---- publish ------------------------------------------------------------------------------------
 
 -- The columns a publish writes for p_msg into queue q of scope s at p_now: each default the
--- queue's, the claim order computed from its ordering mode (fifo: 0; priority: tier, then score;
--- deadline: its epoch second, none last), and the text a claim answers its published fields with
--- (p_msg's `body_text`, the body's JSON text as it arrived, when there). One definition for
--- work_publish and a batch's publish of many at once (work_publish_batches.sql).
+-- queue's, and the claim order computed from its ordering mode (fifo: 0; priority: tier, then
+-- score; deadline: its epoch second, none last). One definition for work_publish and a batch's
+-- publish of many at once (work_publish_batches.sql).
 CREATE OR REPLACE FUNCTION work_new_message(p_tenant uuid, s work_scopes, q work_queues, p_msg jsonb, p_source text,
                                             p_now timestamptz)
 RETURNS TABLE (queue_id bigint, scope_id uuid, tenant_id uuid, rank bigint, visible_at timestamptz,
                aged_at timestamptz, message_type text, tier smallint, score int, labels jsonb, content_type text,
                body jsonb, correlation_id text, causation_id text, parent_id text, source_type text,
                source_id text, ttl_seconds int, deadline timestamptz, expires_at timestamptz, max_retries int,
-               visibility_timeout_s int, idempotency_key text, hitl_spec jsonb, fields_text text)
+               visibility_timeout_s int, idempotency_key text, hitl_spec jsonb)
 LANGUAGE sql STABLE AS $$
-    SELECT x.*, work_fields_text(x.message_type, x.tier, x.score, x.labels, x.content_type,
-                                 coalesce(p_msg->>'body_text', work_json_text(x.body)), x.correlation_id,
-                                 x.causation_id, x.parent_id, x.source_type, x.source_id, x.ttl_seconds, x.deadline,
-                                 x.expires_at, x.max_retries, x.visibility_timeout_s, x.idempotency_key, x.hitl_spec)
-    FROM (SELECT q.id, s.id, p_tenant, r.rank, greatest(p_now, coalesce((p_msg->>'visible_at')::timestamptz, p_now)),
-                 CASE WHEN q.ordering = 'priority' AND r.rank > 1024 THEN p_now END,
-                 coalesce(p_msg->>'type', 'task'), v.tier, v.score, coalesce(p_msg->'labels', '{}'),
-                 coalesce(p_msg->>'content_type', 'application/json'), p_msg->'body',
-                 p_msg->>'correlation_id', p_msg->>'causation_id', p_msg->>'parent_id',
-                 coalesce(p_msg->>'source_type', 'api_key'), coalesce(p_msg->>'source_id', p_source),
-                 v.ttl, v.deadline, least(p_now + v.ttl * interval '1 second', v.deadline),
-                 coalesce((p_msg->>'max_retries')::int, q.max_retries),
-                 coalesce((p_msg->>'visibility_timeout_s')::int, q.visibility_timeout_s),
-                 p_msg->>'idempotency_key', p_msg->'hitl_spec'
-          FROM (SELECT coalesce(array_position(ARRAY['critical', 'high', 'normal', 'low', 'background'],
-                                               p_msg#>>'{priority,tier}') - 1, 2)::smallint AS tier,
-                       coalesce((p_msg#>>'{priority,score}')::int, 500) AS score,
-                       (p_msg->>'deadline')::timestamptz AS deadline,
-                       coalesce((p_msg->>'ttl_seconds')::int, q.ttl_seconds) AS ttl) v,
-               LATERAL (SELECT CASE q.ordering
-                                   WHEN 'priority' THEN v.tier * 1024 + (1000 - v.score)
-                                   WHEN 'deadline' THEN coalesce(floor(extract(epoch FROM v.deadline))::bigint,
-                                                                 9000000000000000000)
-                                   ELSE 0 END::bigint AS rank) r)
-        x(queue_id, scope_id, tenant_id, rank, visible_at, aged_at, message_type, tier, score, labels, content_type,
-          body, correlation_id, causation_id, parent_id, source_type, source_id, ttl_seconds, deadline, expires_at,
-          max_retries, visibility_timeout_s, idempotency_key, hitl_spec)
+    SELECT q.id, s.id, p_tenant, r.rank, greatest(p_now, coalesce((p_msg->>'visible_at')::timestamptz, p_now)),
+           CASE WHEN q.ordering = 'priority' AND r.rank > 1024 THEN p_now END,
+           coalesce(p_msg->>'type', 'task'), v.tier, v.score, coalesce(p_msg->'labels', '{}'),
+           coalesce(p_msg->>'content_type', 'application/json'), p_msg->'body',
+           p_msg->>'correlation_id', p_msg->>'causation_id', p_msg->>'parent_id',
+           coalesce(p_msg->>'source_type', 'api_key'), coalesce(p_msg->>'source_id', p_source),
+           v.ttl, v.deadline, least(p_now + v.ttl * interval '1 second', v.deadline),
+           coalesce((p_msg->>'max_retries')::int, q.max_retries),
+           coalesce((p_msg->>'visibility_timeout_s')::int, q.visibility_timeout_s),
+           p_msg->>'idempotency_key', p_msg->'hitl_spec'
+    FROM (SELECT coalesce(array_position(ARRAY['critical', 'high', 'normal', 'low', 'background'],
+                                         p_msg#>>'{priority,tier}') - 1, 2)::smallint AS tier,
+                 coalesce((p_msg#>>'{priority,score}')::int, 500) AS score,
+                 (p_msg->>'deadline')::timestamptz AS deadline,
+                 coalesce((p_msg->>'ttl_seconds')::int, q.ttl_seconds) AS ttl) v,
+         LATERAL (SELECT CASE q.ordering
+                             WHEN 'priority' THEN v.tier * 1024 + (1000 - v.score)
+                             WHEN 'deadline' THEN coalesce(floor(extract(epoch FROM v.deadline))::bigint,
+                                                           9000000000000000000)
+                             ELSE 0 END::bigint AS rank) r
 $$;
 
 -- Publish one message (p_msg: the request's fields, defaults filled by the caller where the queue
--- has none; `body_text`, when there, the body's JSON text as it arrived, which claims answer).
--- Answers {"message": doc, "replayed": bool}.
+-- has none). Answers {"message": doc, "replayed": bool}.
 -- Journalled: `scaiqueue.message.published` by the message's source (the caller's
 -- actor, `source_type`/`source_id` in p_msg; a tenant key p_source when absent), emitted into
 -- `_events` when the scope asks for published events.
@@ -244,7 +235,7 @@ BEGIN
     INSERT INTO work_messages AS w (
         queue_id, scope_id, tenant_id, rank, visible_at, aged_at, message_type, tier, score, labels, content_type,
         body, correlation_id, causation_id, parent_id, source_type, source_id, ttl_seconds, deadline, expires_at,
-        max_retries, visibility_timeout_s, idempotency_key, hitl_spec, fields_text)
+        max_retries, visibility_timeout_s, idempotency_key, hitl_spec)
     SELECT * FROM work_new_message(p_tenant, s, q, p_msg, p_source, v_now)
     ON CONFLICT (queue_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING w.* INTO m;
@@ -316,7 +307,7 @@ BEGIN
     v_old := m.state;
     IF p_action = 'complete' THEN
         UPDATE work_messages SET state = 'completed', response = p_item->'response', claim_token = NULL,
-               fields_text = NULL, ended_at = clock_timestamp(), updated_at = clock_timestamp()
+               ended_at = clock_timestamp(), updated_at = clock_timestamp()
         WHERE id = m.id RETURNING * INTO m;
         PERFORM work_count(m.queue_id, 0, -1, 0, 1, 0);
         v_type := 'completed';
@@ -448,7 +439,7 @@ BEGIN
             WHERE u.id IS NOT NULL ORDER BY u.id, u.n
         ), done AS (
             UPDATE work_messages w SET state = 'completed', response = g.resp, claim_token = NULL,
-                   fields_text = NULL, ended_at = clock_timestamp(), updated_at = clock_timestamp()
+                   ended_at = clock_timestamp(), updated_at = clock_timestamp()
             FROM given g
             WHERE w.id = g.id AND w.scope_id = s.id AND w.state = 'claimed'
               AND (g.tok IS NULL OR g.tok = w.claim_token::text)

@@ -65,7 +65,7 @@ BEGIN
             INSERT INTO work_messages AS w (
                 id, queue_id, scope_id, tenant_id, rank, visible_at, aged_at, message_type, tier, score, labels,
                 content_type, body, correlation_id, causation_id, parent_id, source_type, source_id, ttl_seconds,
-                deadline, expires_at, max_retries, visibility_timeout_s, idempotency_key, hitl_spec, fields_text)
+                deadline, expires_at, max_retries, visibility_timeout_s, idempotency_key, hitl_spec)
             SELECT e.id, x.* FROM entries e CROSS JOIN LATERAL work_new_message(p_tenant, s, q, e.m, p_source, v_now) x
             ORDER BY e.n
             ON CONFLICT (queue_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
