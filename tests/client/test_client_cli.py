@@ -110,6 +110,28 @@ def test_partitioned_dlq_replay(run, gateway, tenant):
     assert run("partitioned", "show", "jobs")["counters"]["replayed"] == 1
 
 
+def test_work_publish_from_a_file_of_json_lines_in_batches(run, tmp_path, monkeypatch):
+    scope = run("work", "create-scope", "bulk")
+    queue = run("work", "create-queue", "bulk", "inbox")
+    lines = tmp_path / "jobs.jsonl"
+    lines.write_text("".join(json.dumps({"body": {"n": n}, "idempotency_key": f"j-{n}"}) + "\n" for n in range(230)))
+    results = run("work", "publish", "bulk", "inbox", "--file", str(lines))
+    assert len(results) == 230 and all(r["ok"] and r["status"] == 201 for r in results)
+    assert results[0]["line"] == 1 and results[0]["queue_id"] == queue["id"]
+    again = run("work", "publish", scope["id"], "inbox", "--file", str(lines), json_out=False)
+    assert "published 0, replayed 230, refused 0" in again.out
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"body": "ok"}\n{"type": "no body"}\n{"body": "x", "colour": "red"}\n')
+    out = run("work", "publish", "bulk", "inbox", "--file", str(bad), code=1, json_out=False)
+    assert "published 1, replayed 0, refused 2" in out.out
+    assert "line 2: VALIDATION_ERROR: body: Field required" in out.err and "line 3: VALIDATION_ERROR" in out.err
+    monkeypatch.setattr(sys, "stdin", __import__("io").StringIO('{"body": "from stdin"}\n'))
+    [piped] = run("work", "publish", "bulk", "inbox", "--file", "-")
+    assert piped["ok"]
+    with pytest.raises(SystemExit, match="give a BODY or --file"):
+        run("work", "publish", "bulk", "inbox")
+
+
 def test_streams_durable_and_tail_of_a_closed_durable_stream(run, gateway, tenant):
     run("streams", "create", "signups")
     assert run("streams", "publish", "signups", '{"u": 1}', "--msg-key", "u1")["replayed"] is False

@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from postbox_client import AsyncClient, Conflict, NotFound, RateLimited
+from postbox_client import AsyncClient, Conflict, NotFound, RateLimited, ValidationFailed
 from postbox_client.heartbeat import beating
 
 
@@ -39,6 +39,30 @@ def test_publish_claim_and_finish_with_claim_tokens(pb):
     with pytest.raises(NotFound) as missing:
         pb.work.queue(scope, "00000000-0000-0000-0000-000000000000")
     assert missing.value.code == "SCAIQUEUE_QUEUE_NOT_FOUND"
+
+
+def test_publish_batch_answers_each_message_in_place(pb, monkeypatch):
+    scope, queue = _setup(pb)
+    answers = pb.work.publish_batch(scope, queue, [{"body": {"n": 1}, "idempotency_key": "one"},
+                                                   {"body": "two", "colour": "red"},
+                                                   {"body": {"n": 1}, "idempotency_key": "one"}])
+    assert [(a["ok"], a["status"]) for a in answers] == [(True, 201), (False, 422), (True, 200)]
+    assert answers[2]["id"] == answers[0]["id"] and answers[0]["queue_id"] == queue["id"]
+    assert answers[1]["error"]["code"] == "VALIDATION_ERROR"
+    with pytest.raises(Conflict) as refused:  # atomic: all or nothing, the refused entry named
+        pb.work.publish_batch(scope, queue, [{"body": "new"}, {"body": {"n": 2}, "idempotency_key": "one"}],
+                              atomic=True)
+    assert refused.value.code == "SCAIQUEUE_IDEMPOTENCY_CONFLICT"
+    assert pb.work.stats(scope, queue)["depth_current"] == 1
+    with pytest.raises(ValidationFailed):
+        pb.work.publish_batch(scope, queue, [])
+    # Retried like a read only when every message carries an idempotency key.
+    calls = []
+    real = pb.work._t.run
+    monkeypatch.setattr(pb.work._t, "run", lambda call: calls.append(call.idempotent) or real(call))
+    pb.work.publish_batch(scope, queue, [{"body": "x", "idempotency_key": "x"}])
+    pb.work.publish_batch(scope, queue, [{"body": "y", "idempotency_key": "y"}, {"body": "z"}])
+    assert calls == [True, False]
 
 
 def test_consume_completes_with_the_answer_and_fails_with_the_exception(pb):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from functions.api.common import SurfaceResolver, json_response, principal_from
@@ -95,6 +96,12 @@ def caller() -> Principal:
 
 def data(value: Any, status: int = 200):
     return json_response(status, {"data": value})
+
+
+def data_text(text: str, status: int = 200) -> Response:
+    """`{"data": …}` around a value the domain already wrote as JSON text (a claim's answer), passed
+    on as it is."""
+    return Response(status_code=status, content_type="application/json", body='{"data":' + text + "}")
 
 
 def listing(found: tuple[list, str | None]):

@@ -9,12 +9,15 @@ from typing import Annotated, Any, Literal
 
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationError, model_validator
 
-from functions.api.work.envelope import Cursor, Limit, caller, data, listing
+from functions.api.common import first_invalid
+from functions.api.work.envelope import Cursor, Limit, caller, data, data_text, envelope, listing
 from functions.api.work.fields import MAX_TTL_S, MAX_VISIBILITY_S, UUID_TEXT, Priority, Text, _Strict
 from functions.api.work.queues import QUEUE
+from postbox.errors import PostboxError, Unprocessable
 from postbox.work import browse, messages
+from postbox.work.messages import MAX_BATCH
 
 router = Router()
 
@@ -59,6 +62,21 @@ class Publish(_Strict):
         if self.hitl_spec is not None and self.hitl_pattern is not None:
             raise ValueError("give hitl_spec or hitl_pattern, not both")
         return self
+
+
+def _entries_are_messages(schema: dict[str, Any]) -> None:
+    """Document each entry as a publish body: the model also takes any other value, so that an entry
+    that does not fit is refused in its place (by the route) instead of failing the whole batch."""
+    schema["items"] = schema["items"]["anyOf"][0]
+
+
+class PublishBatch(_Strict):
+    """The batch extension's publish: 1-100 messages into the queue in one call, each what a publish
+    body holds; `atomic` publishes all of them or none."""
+
+    messages: Annotated[list[Publish | Any], Field(min_length=1, max_length=MAX_BATCH,
+                                                   json_schema_extra=_entries_are_messages)]
+    atomic: bool = False
 
 
 class Claim(_Strict):
@@ -141,11 +159,39 @@ def publish(scope_id: str, queue_id: str, request: Annotated[Publish, Body()]):
     return data(message, 200 if replayed else 201)
 
 
+@router.post(QUEUE + "/messages/batch")
+def publish_batch(scope_id: str, queue_id: str, request: Annotated[PublishBatch, Body()]):
+    answers = messages.publish_batch(caller(), scope_id, queue_id, [_entry(m) for m in request.messages],
+                                     atomic=request.atomic)
+    return data([_entry_answer(a) for a in answers])
+
+
+def _entry(value: Any) -> dict[str, Any] | Unprocessable:
+    """A batch entry's fields, or the refusal a single publish of it would have met (422 naming its fields),
+    validated as the resolver validates a publish body."""
+    try:
+        return (value if isinstance(value, Publish) else Publish.model_validate(value, from_attributes=True)).fields()
+    except ValidationError as error:
+        details = {"errors": [{"loc": ["body", *e["loc"]], "msg": e["msg"], "type": e["type"]}
+                              for e in error.errors()]}
+        field, why = first_invalid(details)
+        return Unprocessable(f"{field}: {why}", **details)
+
+
+def _entry_answer(answer: dict[str, Any] | PostboxError) -> dict[str, Any]:
+    """An entry published (201) or replayed (200), or refused with the status and the error body a
+    single publish would have answered."""
+    if isinstance(answer, PostboxError):
+        return {"ok": False, "status": answer.status,
+                "error": envelope(answer.status, answer.code, answer.message, answer.details)["error"]}
+    return {"ok": True, "status": 200 if answer["replayed"] else 201, **answer}
+
+
 @router.post(QUEUE + "/messages/claim")
 def claim(scope_id: str, queue_id: str, body: Annotated[QueueClaim | None, Body()] = None):
     body = body or QueueClaim()
-    return data(messages.claim(caller(), scope_id, queue_id, body.batch_size, body.visibility_timeout_s,
-                               body.subscription_id, attributes=body.attributes))
+    return data_text(messages.claim_text(caller(), scope_id, queue_id, body.batch_size, body.visibility_timeout_s,
+                                         body.subscription_id, attributes=body.attributes))
 
 
 @router.get(QUEUE + "/messages")

@@ -111,6 +111,20 @@ class WorkCalls:
                                 json={"body": body, **fields}, idempotent=bool(fields.get("idempotency_key")),
                                 parse=_data))
 
+    def publish_batch(self, scope: str | dict, queue: str | dict, messages: list[dict[str, Any]], *,
+                      atomic: bool = False) -> list[dict[str, Any]]:
+        """Publish up to 100 messages in one request, each a dict of a publish's fields (`body`, and
+        `type`, `priority`, `labels`, `idempotency_key`, ...). One answer per message, in order:
+        `{ok: true, status, id, queue_id, state, replayed}`, or `{ok: false, status, error}` for one
+        refused as a single publish would refuse it, which does not stop the others. With `atomic`,
+        all are published or none (a refused one raises its error). Retried like a read only when
+        every message carries an idempotency_key."""
+        body = {"messages": list(messages), "atomic": atomic}
+        return self._t.run(Call("POST", f"{BASE}/scopes/{_id(scope)}/queues/{_id(queue)}/messages/batch",
+                                json=body, parse=_data,
+                                idempotent=bool(messages) and all(isinstance(m, dict) and m.get("idempotency_key")
+                                                                  for m in messages)))
+
     def claim(self, scope: str | dict, queue: str | dict, batch_size: int = 1,
               visibility_timeout_s: int | None = None, *, subscription: str | dict | None = None) -> list[Message]:
         """Up to batch_size messages; naming a `subscription` makes it that subscription's claim."""

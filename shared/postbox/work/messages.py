@@ -1,4 +1,4 @@
-"""Publish, claim and finish messages: each one SQL function call (`work_publish_routed`, `work_claim`,
+"""Publish, claim and finish messages: each one SQL function call (`work_publish_routed`, `work_claim_text`,
 `work_finish`, `work_finish_batch` in sql/functions/), whose refusals arrive as typed errors with
 the surface's codes.
 
@@ -17,8 +17,8 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from .. import db
-from ..errors import Conflict
+from .. import db, errors, jsoncodec
+from ..errors import Conflict, PostboxError, Unprocessable
 from ..tenancy import Principal, require
 from . import hitl, schemas
 from .acl import ENTER, guard
@@ -27,20 +27,29 @@ from .subscriptions import sub_id_of
 
 SCHEMA_STALE = "SCAIQUEUE_SCHEMA_STALE"
 SUBSCRIBER_ACTIONS = ("complete", "fail", "release")
+MAX_BATCH = 100  # messages a batch publish takes
 ACTIONS = {"complete": CONSUME, "fail": CONSUME, "release": CONSUME, "extend": CONSUME, "cancel": MANAGE}
 # The fields a lean claim asks for (a JSON array; NULL: the full documents), read by work_claim_answer.
 ATTRIBUTES = "set_config('postbox.claim_attributes', %s, true)"
+
+
+def _prepared(principal: Principal, tenant_id: str, scope_id: str, message: dict[str, Any]) -> dict[str, Any]:
+    """A message's fields as the publish functions take them: a HITL pattern named expanded into its
+    spec, the caller's actor as its source."""
+    message = dict(message)
+    pattern = message.pop("hitl_pattern", None)
+    if pattern is not None:
+        message["hitl_spec"] = hitl.spec_for_publish(tenant_id, scope_id, pattern)
+    # The message's source is the caller's actor (a work API key's subject, or the tenant key itself).
+    message["source_type"], message["source_id"] = principal.actor
+    return message
 
 
 def publish(principal: Principal, scope_id: str, queue_id: str, message: dict[str, Any]) -> tuple[dict, bool]:
     """(the message, whether it replays an earlier publish with the same idempotency key)."""
     tenant_id = require(principal, PUBLISH)
     scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
-    if message.get("hitl_pattern") is not None:  # a pattern named: its spec, expanded, is the message's
-        message = {**message, "hitl_spec": hitl.spec_for_publish(tenant_id, scope_id, message["hitl_pattern"])}
-    message.pop("hitl_pattern", None)
-    # The message's source is the caller's actor (a work API key's subject, or the tenant key itself).
-    message["source_type"], message["source_id"] = principal.actor
+    message = _prepared(principal, tenant_id, scope_id, message)
     schema_id = schemas.believed(queue_id)
     gate = guard(principal, tenant_id, scope_id, PUBLISH, queue=queue_id)
     for attempt in range(3):
@@ -59,6 +68,82 @@ def publish(principal: Principal, scope_id: str, queue_id: str, message: dict[st
     return answer["message"], answer["replayed"]
 
 
+def publish_batch(principal: Principal, scope_id: str, queue_id: str, entries: list[dict[str, Any] | PostboxError],
+                  atomic: bool = False) -> list[dict[str, Any] | PostboxError]:
+    """The batch extension: up to MAX_BATCH messages into one queue in one SQL call and one
+    transaction (`work_publish_batch`), each checked, routed and published as `publish` publishes one
+    (its schema, HITL pattern, idempotency key, routing, chunk stream), and each answered in its place:
+    {id, queue_id, state, replayed}, or the error a single publish of it would raise. An entry the caller
+    refused already (its shape) comes as that error and keeps its place. The scope, the queue and the
+    caller's rights are the whole call's. With `atomic`, the first refused entry refuses the whole call,
+    naming the entry (`in_entry`), and nothing is published."""
+    tenant_id = require(principal, PUBLISH)
+    scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
+    if not 1 <= len(entries) <= MAX_BATCH:
+        raise Unprocessable(f"messages: a batch holds 1 to {MAX_BATCH} messages",
+                            fields=[{"field": "messages", "message": f"1 to {MAX_BATCH} messages"}])
+    out: list[dict[str, Any] | PostboxError] = list(entries)
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, PostboxError):
+            try:
+                out[i] = _prepared(principal, tenant_id, scope_id, entry)
+            except PostboxError as e:
+                out[i] = e
+    gate = guard(principal, tenant_id, scope_id, PUBLISH, queue=queue_id)
+    schema_id = schemas.believed(queue_id)
+    for attempt in range(3):
+        ready = [i for i, m in enumerate(out) if not isinstance(m, PostboxError)]
+        schema_id, refusals = schemas.checked_each(queue_id, schema_id, [out[i].get("body") for i in ready])
+        for i, refusal in zip(ready, refusals, strict=True):
+            if refusal is not None:
+                out[i] = refusal
+        _refuse_first(out, atomic)
+        sent = [None if isinstance(m, PostboxError) else m for m in out]
+        try:
+            with db.connection() as conn, db.domain_errors():
+                answer = conn.execute(f"SELECT work_publish_batch(%s, %s, %s, %s::jsonb, %s, %s, %s) FROM {ENTER} _",
+                                      (tenant_id, scope_id, queue_id, as_json(sent), principal.key_id, schema_id,
+                                       atomic, gate)).fetchone()[0]
+            break
+        except Conflict as e:  # the queue names another schema than we believed: learn it, check again
+            if e.code != SCHEMA_STALE or attempt == 2:
+                raise
+            schema_id = e.message or None
+            schemas.learn(queue_id, schema_id)
+    for i, found in enumerate(answer["entries"]):
+        if found is not None:
+            out[i] = {**found["message"], "replayed": found["replayed"]} if found["ok"] else _refusal(found["error"])
+    _refuse_first(out, atomic)
+    return out
+
+
+def _refusal(error: dict[str, Any]) -> PostboxError:
+    """An entry's refusal, as the error the same refusal of a single publish is."""
+    found = errors.from_sqlstate(error["sqlstate"], error["message"] or "", error["code"], error["hint"])
+    return found if found is not None else PostboxError(error["message"] or "")
+
+
+def _refuse_first(answers: list[Any], atomic: bool) -> None:
+    """An atomic batch with a refused entry: that refusal is the call's."""
+    if atomic:
+        for i, answer in enumerate(answers):
+            if isinstance(answer, PostboxError):
+                raise in_entry(i, answer)
+
+
+def in_entry(index: int, error: PostboxError) -> PostboxError:
+    """A batch entry's error as the whole call's: the same kind and code, its fields named under
+    `messages.<index>` (a refusal without fields says `entry` in its details)."""
+    details = dict(error.details)
+    if "errors" in details:  # the request model's, located as a whole request's
+        details["errors"] = [{**e, "loc": ["body", "messages", index, *e["loc"][1:]]} for e in details["errors"]]
+    elif "fields" in details:
+        details["fields"] = [{**f, "field": f"messages.{index}.{f['field']}"} for f in details["fields"]]
+    else:
+        details["entry"] = index
+    return type(error)(f"messages.{index}: {error.message}", code=error.code, **details)
+
+
 def claim(principal: Principal, scope_id: str, queue_id: str, batch_size: int,
           visibility_timeout_s: int | None, subscription_id: str | None = None,
           attributes: list[str] | None = None) -> list[dict[str, Any]]:
@@ -66,15 +151,25 @@ def claim(principal: Principal, scope_id: str, queue_id: str, batch_size: int,
     claim (a subscription named, or a work key subscribing to the queue) is its subscription's.
     With `attributes` (the lean-answer extension) each message answers only those fields besides id
     and claim_token (work_claim_answer)."""
+    return jsoncodec.loads(claim_text(principal, scope_id, queue_id, batch_size, visibility_timeout_s,
+                                      subscription_id, attributes))
+
+
+def claim_text(principal: Principal, scope_id: str, queue_id: str, batch_size: int,
+               visibility_timeout_s: int | None, subscription_id: str | None = None,
+               attributes: list[str] | None = None) -> str:
+    """What `claim` answers, as the JSON text the database joined (the claim route passes it on as it
+    is: no value is built per message on the way, in SQL or here)."""
     tenant_id = require(principal, CONSUME)
     scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
     gate = guard(principal, tenant_id, scope_id, CONSUME, queue=queue_id)
     with db.connection() as conn, db.domain_errors():
         if subscription_id is None and not principal.is_work_key:
-            return conn.execute(f"SELECT work_claim(%s, %s, %s, %s, %s, %s, %s, %s) FROM {ENTER} _, {ATTRIBUTES} a",
+            return conn.execute(f"SELECT work_claim_text(%s, %s, %s, %s, %s, %s, %s, %s) "
+                                f"FROM {ENTER} _, {ATTRIBUTES} a",
                                 (tenant_id, scope_id, queue_id, batch_size, visibility_timeout_s, principal.key_id,
                                  *principal.actor, gate, _attributes(attributes))).fetchone()[0]
-        return conn.execute(f"SELECT work_claim_as(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+        return conn.execute(f"SELECT work_claim_as(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)::text "
                             f"FROM {ENTER} _, {ATTRIBUTES} a",
                             (tenant_id, scope_id, queue_id, _subscription(subscription_id), batch_size,
                              visibility_timeout_s, principal.key_id, *principal.actor, principal.is_work_key,

@@ -241,14 +241,23 @@ def checked(queue_id: str, schema_id: str | None, body: Any) -> str | None:
     this process believed is checked again against the one the queue names now (one read, only
     on refusals): the queue may have changed its schema since. Refusal: VALIDATION_ERROR with
     the validator's paths."""
-    errors = _errors(schema_id, body)
-    if errors:
+    schema_id, [refusal] = checked_each(queue_id, schema_id, [body])
+    if refusal is not None:
+        raise refusal
+    return schema_id
+
+
+def checked_each(queue_id: str, schema_id: str | None,
+                 bodies: list[Any]) -> tuple[str | None, list[Unprocessable | None]]:
+    """`checked` for the bodies of a batch: the schema id to publish with and, for each body, its
+    refusal (an Unprocessable) or None. The queue's schema is read once, when a body is refused."""
+    errors = [_errors(schema_id, body) for body in bodies]
+    if any(errors):
         with db.connection() as conn:
             row = conn.execute("SELECT schema_id FROM work_queues WHERE queue_id = %s", (queue_id,)).fetchone()
         current = str(row[0]) if row and row[0] else None
         if current != schema_id:
             learn(queue_id, current)
-            schema_id, errors = current, _errors(current, body)
-    if errors:
-        raise Unprocessable("The body does not satisfy the queue's schema.", fields=errors)
-    return schema_id
+            schema_id, errors = current, [_errors(current, body) for body in bodies]
+    return schema_id, [Unprocessable("The body does not satisfy the queue's schema.", fields=found) if found else None
+                       for found in errors]

@@ -3,11 +3,14 @@ fail, messages by state, and the system agents."""
 
 from __future__ import annotations
 
+import json
+import sys
 import uuid
+from pathlib import Path
 
 from ..errors import NotFound
-from .output import emit_json, show, table
-from .queues import _json_arg
+from .output import emit_json, progress, show, table
+from .queues import BATCH, _json_arg
 
 
 def _is_id(value: str) -> bool:
@@ -74,12 +77,48 @@ def create_queue(args, pb) -> None:
          args.json)
 
 
-def publish(args, pb) -> None:
+def publish(args, pb) -> int | None:
     _where(args, pb)
+    if args.file is not None:
+        return _publish_file(args, pb)
+    if args.body is None:
+        raise SystemExit("postbox work publish: give a BODY or --file")
     fields = {"type": args.type, "idempotency_key": args.idempotency_key, "correlation_id": args.correlation_id}
     message = pb.work.publish(args.scope, args.queue, _json_arg(args.body),
                               **{k: v for k, v in fields.items() if v is not None})
     emit_json(message) if args.json else print(message["id"])
+    return None
+
+
+def _publish_file(args, pb) -> int:
+    """Bulk publish: one JSON object of a publish's fields per line (JSON lines), in batches of 100
+    (the batch publish). A refused line is reported with its line number and why; the exit status
+    is 1 if any was."""
+    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    items = []
+    for n, line in lines:
+        try:
+            items.append(json.loads(line))
+        except ValueError as error:
+            raise SystemExit(f"postbox work publish: line {n} is not JSON: {error}") from None
+    results: list[dict] = []
+    with progress("publishing", len(items)) as advance:
+        for i in range(0, len(items), BATCH):
+            chunk = items[i : i + BATCH]
+            results += pb.work.publish_batch(args.scope, args.queue, chunk)
+            advance(len(chunk))
+    answered = list(zip((n for n, _ in lines), results, strict=True))
+    refused = [(n, r["error"]) for n, r in answered if not r["ok"]]
+    if args.json:
+        emit_json([{"line": n, **r} for n, r in answered])
+    else:
+        published = sum(1 for r in results if r["ok"] and not r["replayed"])
+        replayed = sum(1 for r in results if r["ok"] and r["replayed"])
+        print(f"published {published}, replayed {replayed}, refused {len(refused)}")
+        for n, error in refused:
+            print(f"line {n}: {error['code']}: {error['message']}", file=sys.stderr)
+    return 1 if refused else 0
 
 
 def claim(args, pb) -> None:
@@ -128,10 +167,13 @@ def register(sub, leaf) -> None:
     p.add_argument("--ordering", default="fifo", choices=["fifo", "priority", "deadline"], help="claim order")
     p.add_argument("--consumer-mode", default="competing", choices=["competing", "broadcast"],
                    help="one consumer per message, or every subscription")
-    p = leaf(verbs, "publish", publish, "publish one message; prints its id")
+    p = leaf(verbs, "publish", publish, "publish one message (prints its id), or many from a file of JSON lines")
     p.add_argument("scope", help="scope id or slug")
     p.add_argument("queue", help="queue id or slug")
-    p.add_argument("body", help="JSON object, else the text as a string")
+    p.add_argument("body", nargs="?", default=None, help="JSON object, else the text as a string")
+    p.add_argument("--file", default=None,
+                   help="publish one message per line of this file ('-' = stdin), each a JSON object of a "
+                        "publish's fields (body, type, priority, labels, idempotency_key, ...), in batches of 100")
     p.add_argument("--type", default=None, help="message type (server default: task)")
     p.add_argument("--idempotency-key", default=None, help="publish at most once per key")
     p.add_argument("--correlation-id", default=None, help="ties the message to its chain and events")

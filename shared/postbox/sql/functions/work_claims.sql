@@ -92,10 +92,13 @@ END $$;
 -- recorded as each message's `claimed_for`, and its filter: a filtered claim takes only the
 -- messages the filter lets through, walks from the front and leaves the claim head where it is
 -- (the messages it skips are the other claimers').
-CREATE OR REPLACE FUNCTION work_claim(p_tenant uuid, p_scope uuid, p_queue uuid, p_n int, p_vt int, p_claimer text,
-                           p_actor_type text DEFAULT NULL, p_actor_id text DEFAULT NULL,
-                           p_sub uuid DEFAULT NULL, p_filter jsonb DEFAULT NULL)
-RETURNS json LANGUAGE plpgsql AS $$
+-- Answers the claimed messages as the text of a JSON array (work_claim_answers.sql: no JSON value
+-- is built per message); work_claim answers the same as a JSON value.
+CREATE OR REPLACE FUNCTION work_claim_text(p_tenant uuid, p_scope uuid, p_queue uuid, p_n int, p_vt int,
+                                           p_claimer text, p_actor_type text DEFAULT NULL,
+                                           p_actor_id text DEFAULT NULL, p_sub uuid DEFAULT NULL,
+                                           p_filter jsonb DEFAULT NULL)
+RETURNS text LANGUAGE plpgsql AS $$
 DECLARE
     s work_scopes;
     q work_queues;
@@ -111,13 +114,17 @@ DECLARE
     v_pending int := 0;
     v_claimed uuid[];
     v_emit boolean;
+    v_shape text := work_claim_shape();  -- what the answer holds (work_claim_answers.sql)
+    v_parts text[];
+    v_now timestamptz;
+    v_docs text;
 BEGIN
     -- Lost in a crash, a claim only makes its messages claimable again (see docs: Durability).
     PERFORM set_config('synchronous_commit', 'off', true);
     s := work_scope_of(p_tenant, p_scope);
     q := work_queue_of(p_scope, p_queue);
     IF s.state IN ('paused', 'archived') OR q.state = 'paused' THEN
-        RETURN '[]'::json;
+        RETURN '[]';
     END IF;
     v_emit := s.emit_claimed AND NOT q.is_system;
     IF q.id = s.events_queue_id THEN
@@ -160,14 +167,19 @@ BEGIN
         END IF;
     END LOOP;
     IF cardinality(v_all) > 0 THEN
+        v_now := clock_timestamp();  -- one time for the whole claim, turned into text once
+        v_parts := work_claim_parts(s, q, p_claimer, v_now, p_vt);
         WITH claimed AS (
             UPDATE work_messages w SET state = 'claimed', attempts = w.attempts + 1, claimed_by = p_claimer,
-                   claim_token = gen_random_uuid(), claimed_at = clock_timestamp(), updated_at = clock_timestamp(),
-                   visible_at = clock_timestamp() + coalesce(p_vt, w.visibility_timeout_s) * interval '1 second',
+                   claim_token = gen_random_uuid(), claimed_at = v_now, updated_at = v_now,
+                   visible_at = v_now + coalesce(p_vt, w.visibility_timeout_s) * interval '1 second',
                    failure_reason = CASE WHEN w.state = 'claimed' THEN 'visibility timeout' ELSE w.failure_reason END,
                    claimed_for = p_sub
             WHERE w.ctid = ANY (v_all) AND w.queue_id = q.id
-            RETURNING w.id, w.rank, w.seq, w.correlation_id, w.attempts
+            RETURNING w.id, w.rank, w.seq, w.correlation_id, w.attempts,
+                      work_claimed_text(v_shape, v_parts, w.id, w.claim_token, w.attempts, w.visible_at,
+                                        w.failure_reason, w.response, w.created_at,
+                                        work_fields_text(w)) AS doc
         ), journal AS (  -- one row, entries in claim order; it counts the pending ones' move
             INSERT INTO work_journal (scope_id, tenant_id, queue_id, event_type, actor_type, actor_id, emit, moved,
                                       payload, message_ids, attempts, correlation_ids)
@@ -179,7 +191,8 @@ BEGIN
                    work_journal_compact(array_agg(c.correlation_id ORDER BY c.rank, c.seq))
             FROM claimed c
         )
-        SELECT array_agg(c.id ORDER BY c.rank, c.seq) INTO v_claimed FROM claimed c;
+        SELECT array_agg(c.id ORDER BY c.rank, c.seq), string_agg(c.doc, ',' ORDER BY c.rank, c.seq)
+        INTO v_claimed, v_docs FROM claimed c;
     END IF;
     -- Last (so a claim never holds the head row while it waits for anything): move the head past
     -- what was taken, never waiting for its row (claim_heads.sql).
@@ -191,7 +204,9 @@ BEGIN
                             FOR UPDATE SKIP LOCKED);
     END IF;
     IF cardinality(v_all) = 0 THEN
-        RETURN '[]'::json;
+        RETURN '[]';
+    ELSIF v_shape = 'named' THEN
+        RETURN work_claim_answer(v_claimed)::text;  -- the fields asked for (work_claim_answers.sql)
     END IF;
-    RETURN work_claim_answer(v_claimed);  -- the full documents, or the fields asked for (work_claim_answers.sql)
+    RETURN '[' || v_docs || ']';
 END $$;

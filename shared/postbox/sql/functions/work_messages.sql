@@ -51,8 +51,13 @@ SELECT m.id, q.queue_id, q.slug AS queue_slug, m.scope_id, m.state, m.message_ty
        m.failure_reason, m.response, m.created_at, m.updated_at, m.ended_at, m.tenant_id
 FROM work_messages m JOIN work_queues q ON q.id = m.queue_id;
 
+-- Under a batch publish (the transaction-local setting `postbox.publish_answers` = 'lean', set by
+-- work_publish_batch) the publish functions' answers are lean: {id, queue_id, state}.
 CREATE OR REPLACE FUNCTION work_message_doc(p_id uuid) RETURNS jsonb LANGUAGE sql STABLE AS $$
-    SELECT to_jsonb(d) FROM work_message_docs d WHERE d.id = p_id
+    SELECT CASE WHEN current_setting('postbox.publish_answers', true) = 'lean'
+                THEN (SELECT jsonb_build_object('id', m.id, 'queue_id', q.queue_id, 'state', m.state)
+                      FROM work_messages m JOIN work_queues q ON q.id = m.queue_id WHERE m.id = p_id)
+                ELSE (SELECT to_jsonb(d) FROM work_message_docs d WHERE d.id = p_id) END
 $$;
 
 -- The scope a request names, within the caller's tenant (another tenant's is missing), checking the
@@ -136,6 +141,40 @@ END $$;
 
 -- ---- publish ------------------------------------------------------------------------------------
 
+-- The columns a publish writes for p_msg into queue q of scope s at p_now: each default the
+-- queue's, and the claim order computed from its ordering mode (fifo: 0; priority: tier, then
+-- score; deadline: its epoch second, none last). One definition for work_publish and a batch's
+-- publish of many at once (work_publish_batches.sql).
+CREATE OR REPLACE FUNCTION work_new_message(p_tenant uuid, s work_scopes, q work_queues, p_msg jsonb, p_source text,
+                                            p_now timestamptz)
+RETURNS TABLE (queue_id bigint, scope_id uuid, tenant_id uuid, rank bigint, visible_at timestamptz,
+               aged_at timestamptz, message_type text, tier smallint, score int, labels jsonb, content_type text,
+               body jsonb, correlation_id text, causation_id text, parent_id text, source_type text,
+               source_id text, ttl_seconds int, deadline timestamptz, expires_at timestamptz, max_retries int,
+               visibility_timeout_s int, idempotency_key text, hitl_spec jsonb)
+LANGUAGE sql STABLE AS $$
+    SELECT q.id, s.id, p_tenant, r.rank, greatest(p_now, coalesce((p_msg->>'visible_at')::timestamptz, p_now)),
+           CASE WHEN q.ordering = 'priority' AND r.rank > 1024 THEN p_now END,
+           coalesce(p_msg->>'type', 'task'), v.tier, v.score, coalesce(p_msg->'labels', '{}'),
+           coalesce(p_msg->>'content_type', 'application/json'), p_msg->'body',
+           p_msg->>'correlation_id', p_msg->>'causation_id', p_msg->>'parent_id',
+           coalesce(p_msg->>'source_type', 'api_key'), coalesce(p_msg->>'source_id', p_source),
+           v.ttl, v.deadline, least(p_now + v.ttl * interval '1 second', v.deadline),
+           coalesce((p_msg->>'max_retries')::int, q.max_retries),
+           coalesce((p_msg->>'visibility_timeout_s')::int, q.visibility_timeout_s),
+           p_msg->>'idempotency_key', p_msg->'hitl_spec'
+    FROM (SELECT coalesce(array_position(ARRAY['critical', 'high', 'normal', 'low', 'background'],
+                                         p_msg#>>'{priority,tier}') - 1, 2)::smallint AS tier,
+                 coalesce((p_msg#>>'{priority,score}')::int, 500) AS score,
+                 (p_msg->>'deadline')::timestamptz AS deadline,
+                 coalesce((p_msg->>'ttl_seconds')::int, q.ttl_seconds) AS ttl) v,
+         LATERAL (SELECT CASE q.ordering
+                             WHEN 'priority' THEN v.tier * 1024 + (1000 - v.score)
+                             WHEN 'deadline' THEN coalesce(floor(extract(epoch FROM v.deadline))::bigint,
+                                                           9000000000000000000)
+                             ELSE 0 END::bigint AS rank) r
+$$;
+
 -- Publish one message (p_msg: the request's fields, defaults filled by the caller where the queue
 -- has none). Answers {"message": doc, "replayed": bool}.
 -- Journalled: `scaiqueue.message.published` by the message's source (the caller's
@@ -149,13 +188,7 @@ DECLARE
     m work_messages;
     v_now timestamptz := clock_timestamp();
     v_key text := p_msg->>'idempotency_key';
-    v_tier smallint := coalesce(array_position(ARRAY['critical', 'high', 'normal', 'low', 'background'],
-                                               p_msg#>>'{priority,tier}') - 1, 2);
-    v_score int := coalesce((p_msg#>>'{priority,score}')::int, 500);
-    v_deadline timestamptz := (p_msg->>'deadline')::timestamptz;
     v_emit boolean;
-    v_ttl int;
-    v_rank bigint;
     v_depth bigint;
     v_oldest uuid;
 BEGIN
@@ -200,27 +233,11 @@ BEGIN
             PERFORM work_dead_letter(ARRAY[v_oldest], 'overflow: dropped as the oldest pending message');
         END IF;
     END IF;
-    v_ttl := coalesce((p_msg->>'ttl_seconds')::int, q.ttl_seconds);
-    v_rank := CASE q.ordering
-        WHEN 'priority' THEN v_tier * 1024 + (1000 - v_score)
-        WHEN 'deadline' THEN coalesce(floor(extract(epoch FROM v_deadline))::bigint, 9000000000000000000)
-        ELSE 0 END;
     INSERT INTO work_messages AS w (
         queue_id, scope_id, tenant_id, rank, visible_at, aged_at, message_type, tier, score, labels, content_type,
         body, correlation_id, causation_id, parent_id, source_type, source_id, ttl_seconds, deadline, expires_at,
         max_retries, visibility_timeout_s, idempotency_key, hitl_spec)
-    VALUES (
-        q.id, s.id, p_tenant, v_rank,
-        greatest(v_now, coalesce((p_msg->>'visible_at')::timestamptz, v_now)),
-        CASE WHEN q.ordering = 'priority' AND v_rank > 1024 THEN v_now END,
-        coalesce(p_msg->>'type', 'task'), v_tier, v_score, coalesce(p_msg->'labels', '{}'),
-        coalesce(p_msg->>'content_type', 'application/json'), p_msg->'body',
-        p_msg->>'correlation_id', p_msg->>'causation_id', p_msg->>'parent_id',
-        coalesce(p_msg->>'source_type', 'api_key'), coalesce(p_msg->>'source_id', p_source),
-        v_ttl, v_deadline, least(v_now + v_ttl * interval '1 second', v_deadline),
-        coalesce((p_msg->>'max_retries')::int, q.max_retries),
-        coalesce((p_msg->>'visibility_timeout_s')::int, q.visibility_timeout_s),
-        v_key, p_msg->'hitl_spec')
+    SELECT * FROM work_new_message(p_tenant, s, q, p_msg, p_source, v_now)
     ON CONFLICT (queue_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING w.* INTO m;
     IF m.id IS NULL THEN  -- a concurrent publish with the same key won: answer as a replay of it

@@ -55,9 +55,9 @@ BEGIN
         RETURN '[]';
     END IF;
     RETURN work_with_subscription(
-        work_claim(p_tenant, x.scope_id, q.queue_id, v_n, p_vt,
-                   coalesce(p_claimer, x.subscriber_type || ':' || x.subscriber_id), p_actor_type, p_actor_id, x.id,
-                   nullif(nullif(x.filter, 'null'::jsonb), '{}'::jsonb))::jsonb, x.id);
+        work_claim_text(p_tenant, x.scope_id, q.queue_id, v_n, p_vt,
+                        coalesce(p_claimer, x.subscriber_type || ':' || x.subscriber_id), p_actor_type, p_actor_id, x.id,
+                        nullif(nullif(x.filter, 'null'::jsonb), '{}'::jsonb))::jsonb, x.id);
 END $$;
 
 -- complete | fail | release for a subscription of either mode: its delivery of a broadcast message
