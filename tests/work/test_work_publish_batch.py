@@ -124,7 +124,7 @@ _ROW = """SELECT m.rank, m.state, m.message_type, m.tier, m.score, m.labels, m.c
                  m.visibility_timeout_s, m.idempotency_key, m.hitl_spec, m.attempts,
                  j.event_type, j.actor_type, j.actor_id, j.attempts, j.emit
           FROM work_messages m JOIN work_queues q ON q.id = m.queue_id
-          JOIN work_journal j ON j.message_id = m.id AND j.event_type = 'scaiqueue.message.published'
+          JOIN work_journal_entries j ON j.message_id = m.id AND j.event_type = 'scaiqueue.message.published'
           WHERE q.queue_id = %s ORDER BY m.seq"""
 
 
@@ -151,3 +151,16 @@ def test_a_plain_batch_writes_what_single_publishes_write(tenant):
     assert stats[0] == {**stats[1], "queue_id": batched["id"]}
     claimed = [messages.claim(tenant.principal, s["id"], q["id"], 10, 60) for q in (batched, single)]
     assert [m["body"] for m in claimed[0]] == [m["body"] for m in claimed[1]]
+
+
+def test_a_batch_of_one_publisher_is_one_journal_row_and_is_counted(tenant):
+    """The journal is written once per call: a batch of 100 into a plain queue is one row holding the
+    100 ids in the batch's order, and the queue's depth counts all of them."""
+    s, q = _setup(tenant, "one-row")
+    answers = messages.publish_batch(tenant.principal, s["id"], q["id"], [{"body": i} for i in range(100)])
+    ids = [a["id"] for a in answers]
+    with db.connection() as conn:
+        rows = conn.execute("SELECT message_ids::text[] FROM work_journal WHERE scope_id = %s"
+                            " AND event_type = 'scaiqueue.message.published'", (s["id"],)).fetchall()
+    assert rows == [(ids,)]
+    assert queues.stats(tenant.principal, s["id"], q["id"])["depth_current"] == 100
