@@ -5,9 +5,12 @@ every type with their digests as moto computes them."""
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 import boto3
+import botocore.auth
 import botocore.session
 import pytest
 from botocore.config import Config
@@ -78,3 +81,15 @@ def moto_md5(body: str, attributes: dict) -> tuple[str, str]:
     m.message_attributes = {k: ({**v, "BinaryValue": v["BinaryValue"]} if "BinaryValue" in v else v)
                             for k, v in attributes.items()}
     return m.body_md5, m.attribute_md5
+
+
+@contextmanager
+def signing_at(at: datetime):
+    """botocore signs (headers or a presigned URL) as of `at` rather than now."""
+    real = botocore.auth.get_current_datetime
+    utc = at.astimezone(UTC)
+    botocore.auth.get_current_datetime = lambda remove_tzinfo=True: utc.replace(tzinfo=None) if remove_tzinfo else utc
+    try:
+        yield
+    finally:
+        botocore.auth.get_current_datetime = real
