@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qsl, quote, unquote
 
-from . import errors
+from . import errors, mac
 
 ALGORITHM = "AWS4-HMAC-SHA256"
 SERVICE = "sqs"
@@ -289,7 +289,7 @@ def signature(request: Request, auth: Authorization, secret: str, stamp: str, pa
     canonical = canonical_request(request, auth, payload_hash)
     hashed = hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
     to_sign = "\n".join((ALGORITHM, stamp, auth.scope, hashed))
-    return hmac.new(signing_key(secret, auth), to_sign.encode(), hashlib.sha256).hexdigest()
+    return mac.keyed(signing_key(secret, auth)).hexdigest(to_sign.encode())
 
 
 def _payload_hashes(request: Request, auth: Authorization) -> tuple[str, ...]:
