@@ -2,8 +2,9 @@
 
 * `db-app`: the application role's login (`postbox_app`, DML and EXECUTE only). RDS Proxy logs in
   to the database with it; the functions never read it (they reach the proxy with IAM tokens).
-* `encryption-keys`: the key ring that seals encrypted partitioned-queue payloads; every key ever
-  current is kept, so a rotation never loses an old message.
+* `encryption-keys`: the key ring that seals encrypted partitioned-queue payloads and SQS
+  credentials' secrets, and keys SQS receipt handles' seals; every key ever current is kept, so a
+  rotation never loses an old message nor voids a handle given out.
 
 Neither secret gets a value from Pulumi: the first migrate run gives each its first value, and
 Secrets Manager calls the migrate function to rotate them on a schedule (functions/rotation.py).

@@ -17,7 +17,7 @@ from pathlib import Path
 
 def _dev(args: argparse.Namespace) -> int:
     from functions.local.gateway import serving_gateway
-    from functions.local.runtime import database, dev_key, dev_sqs_credential, use_database
+    from functions.local.runtime import database, dev_key, dev_sqs_credential, use_database, use_key_ring
     from functions.local.scheduler import PERIODS_ENV, Scheduler, periods_from
     from functions.local.server import Server, serve_workers
     from postbox import db
@@ -49,6 +49,7 @@ def _dev(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     server = scheduler = supervisor = None
     try:
+        ring = use_key_ring(state)  # before anything seals, and inherited by the worker processes
         url, server = database(state)
         if server is not None:  # a database that dies is started again (and said so on stderr)
             supervisor = _supervise(server)
@@ -66,6 +67,7 @@ def _dev(args: argparse.Namespace) -> int:
         sqs = dev_sqs_credential(state)
         print(f"  SQS:       {base}/sqs  access key id {sqs['access_key_id']}  secret {sqs['secret_access_key']}"
               f"   (also in {state / 'dev-sqs-credential.json'})")
+        print(f"  keys:      {ring or 'from the environment'}   (the server's secret: sealed data, receipt handles)")
         print(f"  serving:   {workers} worker process{'es' if workers > 1 else ''} (--workers)")
         print(f"  requests:  one line each on stderr{' (off: --quiet)' if args.quiet else ' (--quiet silences)'}")
         print(f"  try: curl -s -H 'apikey: {key}' {base}/api/v1/queues", flush=True)

@@ -31,6 +31,32 @@ def use_database(url: str) -> list[str]:
     return migrate.apply(url)
 
 
+KEY_RING_SETTINGS = ("POSTBOX_ENCRYPTION_KEYS", "POSTBOX_ENCRYPTION_KEY", "POSTBOX_ENCRYPTION_KEYS_SECRET_ARN")
+
+
+def use_key_ring(state_dir: Path) -> str | None:
+    """The server's secret for this machine: the payload key ring (it seals encrypted payloads, SQS
+    credentials' secrets and SQS receipt handles), kept in `state_dir/encryption-keys.json` and made
+    on first start with a fresh current key, the fixed development key kept in it (as `legacy`) so
+    that what was sealed before still opens. Given to this process and its workers as
+    POSTBOX_ENCRYPTION_KEYS; a key or ring set in the environment is used instead (None)."""
+    from postbox.partitioned import payloads
+
+    if any(os.environ.get(name) for name in KEY_RING_SETTINGS):
+        return None
+    path = state_dir / "encryption-keys.json"
+    if not path.exists():
+        state_dir.mkdir(parents=True, exist_ok=True)
+        ring = payloads.rotated({"keys": {payloads.LEGACY: payloads.dev_key_b64()}})
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as out:
+            out.write(json.dumps(ring) + "\n")
+    document = path.read_text().strip()
+    payloads.parse_ring(document)  # a damaged file stops the start, rather than sealing with no key
+    os.environ["POSTBOX_ENCRYPTION_KEYS"] = document
+    payloads.reset()
+    return str(path)
+
+
 def dev_key(state_dir: Path) -> str:
     """The development key in `state_dir/dev-key`, reused while valid, else freshly issued."""
     path = state_dir / "dev-key"

@@ -1,8 +1,11 @@
 """`postbox dev --workers N` serves from N processes sharing one database: every request answered,
-every message sent by concurrent clients stored exactly once, and each worker a process of its own."""
+every message sent by concurrent clients stored exactly once, and each worker a process of its own,
+all sealing with the one key ring of the state directory (an SQS receipt handle one worker gave out
+is taken by any other)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +13,7 @@ import threading
 import time
 from pathlib import Path
 
+import boto3
 import httpx
 import psutil
 import psycopg
@@ -82,6 +86,17 @@ def test_workers_share_the_database_and_store_every_message_once(database_url, t
                 "SELECT m.message->>'client', m.message->>'n' FROM queue_messages m JOIN queues q ON q.id = m.queue_id"
                 " WHERE q.name = %s", (queue,)).fetchall()
         assert sorted(stored) == sorted((str(i), str(n)) for i in range(8) for n in range(25))
+
+        assert (tmp_path / "state" / "encryption-keys.json").exists()
+        pair = json.loads((tmp_path / "state" / "dev-sqs-credential.json").read_text())
+        sqs = boto3.client("sqs", endpoint_url=url + "/sqs", region_name="us-east-1",
+                           aws_access_key_id=pair["access_key_id"], aws_secret_access_key=pair["secret_access_key"])
+        queue_url = sqs.create_queue(QueueName=queue + "-sqs")["QueueUrl"]
+        for n in range(12):  # each call lands on either worker: handles cross between them
+            sqs.send_message(QueueUrl=queue_url, MessageBody=str(n))
+            (m,) = sqs.receive_message(QueueUrl=queue_url, VisibilityTimeout=60)["Messages"]
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+        assert "Messages" not in sqs.receive_message(QueueUrl=queue_url)
     finally:
         proc.terminate()
         out = proc.wait(timeout=60)

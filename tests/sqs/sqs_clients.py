@@ -5,11 +5,14 @@ message attributes of every type with their digests as moto computes them."""
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
 import boto3
+import botocore.auth
 import botocore.session
 import httpx
 import pytest
@@ -137,3 +140,14 @@ def refused_alike(both, method: str, code: str, message: str, *, query_message: 
         assert over_json.json_type == json_type
     assert (over_query.code, over_query.message, over_query.status, over_query.fault) == \
         (code, query_message or message, status, "Sender")
+
+@contextmanager
+def signing_at(at: datetime):
+    """botocore signs (headers or a presigned URL) as of `at` rather than now."""
+    real = botocore.auth.get_current_datetime
+    utc = at.astimezone(UTC)
+    botocore.auth.get_current_datetime = lambda remove_tzinfo=True: utc.replace(tzinfo=None) if remove_tzinfo else utc
+    try:
+        yield
+    finally:
+        botocore.auth.get_current_datetime = real

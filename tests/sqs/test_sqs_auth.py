@@ -14,7 +14,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
-from sqs_clients import sqs_client
+from sqs_clients import signing_at, sqs_client
 
 from functions.local.cli import main
 from postbox import db, tenancy
@@ -25,32 +25,14 @@ TARGET = "AmazonSQS.ListQueues"
 
 
 def signed(url: str, credential: dict, body: bytes = b"{}", *, region="us-east-1", service="sqs",
-           at: datetime | None = None, target: str = TARGET, secret: str | None = None) -> AWSRequest:
+           at: datetime | None = None, target: str = TARGET, secret: str | None = None,
+           token: str | None = None) -> AWSRequest:
     request = AWSRequest(method="POST", url=url, data=body, headers={
         "Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": target})
-    signer = SigV4Auth(Credentials(credential["access_key_id"], secret or credential["secret_access_key"]),
+    signer = SigV4Auth(Credentials(credential["access_key_id"], secret or credential["secret_access_key"], token),
                        service, region)
-    if at is None:
+    with signing_at(at or datetime.now(UTC)):
         signer.add_auth(request)
-    else:  # botocore takes the time from datetime.now: sign as of `at`
-        import botocore.auth as auth
-
-        real = auth.datetime.datetime
-
-        class Frozen(real):
-            @classmethod
-            def now(cls, tz=None):
-                return at.replace(tzinfo=None) if tz is None else at
-
-            @classmethod
-            def utcnow(cls):
-                return at.replace(tzinfo=None)
-
-        auth.datetime.datetime = Frozen
-        try:
-            signer.add_auth(request)
-        finally:
-            auth.datetime.datetime = real
     return request
 
 
@@ -129,6 +111,13 @@ def test_unknown_and_revoked_keys(endpoint, mint, tenant):
     assert send(signed(endpoint, credential)).status_code == 200
     credentials.revoke(tenant.tenant_id, credential["access_key_id"])
     refused(send(signed(endpoint, credential)), 403, "InvalidClientTokenId")
+
+
+def test_a_session_token_is_refused_as_no_credential_has_one(endpoint, mint):
+    request = signed(endpoint, mint(), token="FwoGZXIvYXdzEXAMPLE")
+    assert "X-Amz-Security-Token" in request.headers
+    body = refused(send(request), 403, "InvalidClientTokenId")
+    assert body["message"] == "The security token included in the request is invalid."
 
 
 def test_an_expired_credential_is_refused(endpoint, tenant):

@@ -61,8 +61,10 @@ def _error(error: errors.SqsError, request_id: str, in_xml: bool, headers: dict[
         from . import query
 
         return _answer(error.status, XML_CONTENT_TYPE, query.failure(error, request_id), request_id, headers)
-    return _answer(error.status, CONTENT_TYPE,
-                   _json({"__type": f"{error.namespace}#{error.kind}", "message": error.message}), request_id,
+    body = {"__type": f"{error.namespace}#{error.kind}"}
+    if error.message:  # Coral's SerializationException of an empty body has none
+        body["message"] = error.message
+    return _answer(error.status, CONTENT_TYPE, _json(body), request_id,
                    {"x-amzn-query-error": f"{error.query_code};{error.fault}", **(headers or {})})
 
 
@@ -133,14 +135,17 @@ def _serve(event: dict[str, Any], method: str, headers: dict[str, str], query_st
     if speaks_query:
         from . import query  # only Query requests pay for reading SQS's service model
 
-        action, params = query.read(query_string, body)  # a POST's parameters may be in either
+        # a POST's parameters may be in either; a presigned request's own (X-Amz-*) are not the action's
+        action, params = query.read(sigv4.without_auth(query_string), body)
         if target_queue is not None and action in SERVICE_ACTIONS:
             raise errors.unknown_action(action)  # a queue's URL is no endpoint for these, as on SQS
         return _answer(200, XML_CONTENT_TYPE, query.answer(
             action, actions.run(action, principal, base, params, target_queue, trace_header=trace, query=True),
             request_id), request_id)
+    if not body:  # a JSON request has a body, `{}` at least (a presigned one's parameters are not read)
+        raise errors.empty_json()
     try:
-        params = inputs.parse_json(body) if body else {}
+        params = inputs.parse_json(body)
     except inputs.BadInput as bad:
         if bad.code == "invalid_text":  # a character SQS refuses in a body or an attribute (NUL, a lone surrogate)
             raise _invalid_text(body, bad) from None

@@ -6,8 +6,9 @@ POSTBOX_ENCRYPTION_KEYS_SECRET_ARN (re-read every few minutes). A sealed payload
 that sealed it, so rotating (a new current key, the old ones kept) never loses an old message.
 POSTBOX_ENCRYPTION_KEY (one key) is still read: it seals when no ring is given, and it opens the
 envelopes written before key ids existed. Locally (outside Lambda) a fixed development key stands
-in when nothing is set; on Lambda an encrypted queue without a key is a 503. The `cryptography`
-package is imported only when a queue is encrypted.
+in when nothing is set (`postbox dev` sets a ring of its own, kept in its state directory); on
+Lambda an encrypted queue without a key is a 503. The `cryptography` package is imported only when
+a queue is encrypted.
 """
 
 from __future__ import annotations
@@ -154,7 +155,7 @@ def open_envelope(stored: bytes) -> bytes:
         end = 2 + stored[1]
         kid = stored[2:end].decode()
         if kid not in keys.keys:
-            keys = _reload()  # rotated elsewhere since this function last read the ring
+            keys = reload_ring()  # rotated elsewhere since this function last read the ring
         if kid not in keys.keys:
             raise Unavailable(f"Encryption key {kid!r} is not in the key ring.")
         return _aead(keys.keys[kid]).decrypt(stored[end:end + 12], stored[end + 12:], None)
@@ -164,7 +165,8 @@ def open_envelope(stored: bytes) -> bytes:
     return _aead(legacy).decrypt(stored[1:13], stored[13:], None)
 
 
-def _reload() -> KeyRing:
+def reload_ring() -> KeyRing:
+    """The key ring read again now (a key id not seen yet: rotated elsewhere)."""
     _forget_ring()
     return ring()
 

@@ -133,8 +133,9 @@ def without_empty(answer: dict[str, Any]) -> dict[str, Any]:
 
 
 def authenticate(request: sigv4.Request, now: datetime | None = None) -> Principal:
-    """The principal of a request signed with an SQS credential, or what AWS answers when it is not."""
-    auth = sigv4.parse(request.headers.get("authorization"))
+    """The principal of a request signed with an SQS credential (in its headers or, presigned, in its
+    query string), or what AWS answers when it is not."""
+    auth = sigv4.read(request)
     found = credentials.resolve(auth.access_key_id)
     if found is None:
         raise errors.unknown_key()

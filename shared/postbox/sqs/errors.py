@@ -303,5 +303,10 @@ def unknown_action(action: str) -> SqsError:
                     query_code="InvalidAction", namespace=CORAL)
 
 
+def empty_json() -> SqsError:
+    """Coral's answer to a JSON request without a body (a presigned URL made by a JSON client): no message."""
+    return SqsError("SerializationException", "", query_code="MalformedQueryString", namespace=CORAL)
+
+
 def malformed(message: str) -> SqsError:
     return SqsError("SerializationException", message, query_code="MalformedQueryString", namespace=CORAL)

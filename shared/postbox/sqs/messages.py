@@ -3,9 +3,10 @@ shared wait), delete and change visibility by receipt handle, each one SQL call 
 
 A body is kept as a JSON string, so the queues surface and the console read it as the text sent;
 SQS's message attributes, group, deduplication id, sender and trace header travel in the message's
-headers under `sqs`. A receipt handle names the queue, the message and the receive (its read
-count): a later receive of the same message makes an earlier handle stale for ChangeMessageVisibility
-(SQS's "receipt handle has expired"), while DeleteMessage takes any handle of the message, as SQS does.
+headers under `sqs`. A receipt handle names the message and the receive (its read count), sealed
+for its queue (`receipts`): a later receive of the same message makes an earlier handle stale for
+ChangeMessageVisibility (SQS's "receipt handle has expired"), while DeleteMessage takes any handle of
+the message, as SQS does.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from .. import db, jsoncodec, tenancy, wait_slots, wakeup
 from ..errors import LimitExceeded, NotFound, TooLarge
 from ..queues import consumers, engine
 from ..tenancy import Principal
-from . import attributes, digests, errors, identity
+from . import attributes, digests, errors, identity, receipts
 from .queues import SqsQueue, find
 
 MAX_BATCH = 10
@@ -42,7 +43,6 @@ _ATTRIBUTE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,256}$")
 _DATA_TYPE = re.compile(r"^(String|Number|Binary)(\.[A-Za-z0-9_.-]+)?$")
 _GROUP = re.compile(r"^[!-~]{1,128}$")  # SQS: 1-128 printable ASCII characters without spaces
 _BAD_TEXT = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-_HANDLE = re.compile(r"^([0-9]+):([0-9]+):([0-9]+)$")
 
 
 # ---- the queue's settings a send or receive needs, remembered briefly -----------------------
@@ -372,23 +372,6 @@ def _in_sqs_terms(run: Callable[[], Any]) -> Any:
 # ---- receiving ------------------------------------------------------------------------------------
 
 
-def receipt(queue_id: int, msg_id: int, read_ct: int) -> str:
-    return base64.urlsafe_b64encode(f"{queue_id}:{msg_id}:{read_ct}".encode()).decode().rstrip("=")
-
-
-def read_receipt(handle: Any, queue_id: int) -> tuple[int, int]:
-    """(msg_id, read count) of a receipt handle of this queue's, else ReceiptHandleIsInvalid."""
-    if not isinstance(handle, str) or not handle:
-        raise errors.missing_parameter("ReceiptHandle")
-    try:
-        m = _HANDLE.fullmatch(base64.urlsafe_b64decode(handle + "=" * (-len(handle) % 4)).decode())
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        m = None
-    if m is None or int(m.group(1)) != queue_id or not 0 < int(m.group(2)) < 2**63 or int(m.group(3)) > 2**31:
-        raise errors.receipt_invalid(handle)
-    return int(m.group(2)), int(m.group(3))
-
-
 def _names(value: Any, parameter: str) -> list[str]:
     if value is None:
         return []
@@ -457,7 +440,8 @@ def _received(queue: SqsQueue, principal: Principal, row: dict[str, Any], system
               wanted: Callable[[str], bool]) -> dict[str, Any]:
     body = row["body"] if isinstance(row["body"], str) else db_json(row["body"])
     sqs = _stored(row.get("h"))
-    out: dict[str, Any] = {"MessageId": message_id(row["id"]), "ReceiptHandle": receipt(queue.id, row["id"], row["n"]),
+    out: dict[str, Any] = {"MessageId": message_id(row["id"]),
+                           "ReceiptHandle": receipts.seal(queue.id, row["id"], row["n"]),
                            "MD5OfBody": digests.body_md5(body), "Body": body}
     if system:  # most receives ask for none
         values = {
@@ -517,7 +501,7 @@ def receive(principal: Principal, name: str, request: dict[str, Any], query: boo
 def delete(principal: Principal, name: str, handle: Any) -> dict[str, Any]:
     tenancy.require(principal, "write")
     queue = meta(principal, name)
-    receipt_read = read_receipt(handle, queue.id)
+    receipt_read = receipts.open_handle(handle, queue.id)
     (done,) = _in_sqs_terms(lambda: _delete(principal, name, queue, [receipt_read]))
     if not done:
         raise errors.receipt_expired(handle)
@@ -548,7 +532,7 @@ def delete_batch(principal: Principal, name: str, entries: Any) -> dict[str, Any
     good, failed = [], []
     for entry in entries:
         try:
-            good.append((entry, read_receipt(entry.get("ReceiptHandle"), queue.id)))
+            good.append((entry, receipts.open_handle(entry.get("ReceiptHandle"), queue.id)))
         except errors.SqsError as error:
             failed.append(_failure(entry["Id"], error))
     done = []
@@ -592,7 +576,7 @@ def _visibility(value: Any) -> int:
 def change_visibility(principal: Principal, name: str, handle: Any, timeout: Any) -> dict[str, Any]:
     tenancy.require(principal, "write")
     queue = meta(principal, name)
-    msg_id, read_ct = read_receipt(handle, queue.id)
+    msg_id, read_ct = receipts.open_handle(handle, queue.id)
     (result,) = _in_sqs_terms(lambda: _change(principal, name, [(msg_id, read_ct, _visibility(timeout))]))
     error = _outcome(result, handle)
     if error is not None:
@@ -607,7 +591,7 @@ def change_visibility_batch(principal: Principal, name: str, entries: Any) -> di
     good, failed = [], []
     for entry in entries:
         try:
-            msg_id, read_ct = read_receipt(entry.get("ReceiptHandle"), queue.id)
+            msg_id, read_ct = receipts.open_handle(entry.get("ReceiptHandle"), queue.id)
             good.append((entry, (msg_id, read_ct, _visibility(entry.get("VisibilityTimeout")))))
         except errors.SqsError as error:
             failed.append(_failure(entry["Id"], error))
