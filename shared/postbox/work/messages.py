@@ -15,6 +15,7 @@ no subscription takes the plain path, unchanged.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from .. import db, errors, jsoncodec
@@ -50,22 +51,31 @@ def publish(principal: Principal, scope_id: str, queue_id: str, message: dict[st
     tenant_id = require(principal, PUBLISH)
     scope_id, queue_id = parse_id(scope_id, SCOPE_NOT_FOUND), parse_id(queue_id, QUEUE_NOT_FOUND)
     message = _prepared(principal, tenant_id, scope_id, message)
-    schema_id = schemas.believed(queue_id)
     gate = guard(principal, tenant_id, scope_id, PUBLISH, queue=queue_id)
-    for attempt in range(3):
+
+    def run(schema_id: str | None) -> dict[str, Any]:
         schema_id = schemas.checked(queue_id, schema_id, message.get("body"))
+        with db.connection() as conn, db.domain_errors():
+            return conn.execute(f"SELECT work_publish_routed(%s, %s, %s, %s::jsonb, %s, %s) FROM {ENTER} _",
+                                (tenant_id, scope_id, queue_id, as_json(message), principal.key_id,
+                                 schema_id, gate)).fetchone()[0]
+
+    answer = _schema_retried(queue_id, schemas.believed(queue_id), run)
+    return answer["message"], answer["replayed"]
+
+
+def _schema_retried(queue_id: str, schema_id: str | None, run: Callable[[str | None], Any]) -> Any:
+    """`run(schema id we believe the queue has)`, run again (3 runs at most) while the queue turns out
+    to name another schema: what it names is learned, and the run checks the bodies against it."""
+    for _ in range(2):
         try:
-            with db.connection() as conn, db.domain_errors():
-                answer = conn.execute(f"SELECT work_publish_routed(%s, %s, %s, %s::jsonb, %s, %s) FROM {ENTER} _",
-                                      (tenant_id, scope_id, queue_id, as_json(message), principal.key_id,
-                                       schema_id, gate)).fetchone()[0]
-            break
-        except Conflict as e:  # the queue names another schema than we believed: learn it, check again
-            if e.code != SCHEMA_STALE or attempt == 2:
+            return run(schema_id)
+        except Conflict as e:
+            if e.code != SCHEMA_STALE:
                 raise
             schema_id = e.message or None
             schemas.learn(queue_id, schema_id)
-    return answer["message"], answer["replayed"]
+    return run(schema_id)
 
 
 def publish_batch(principal: Principal, scope_id: str, queue_id: str, entries: list[dict[str, Any] | PostboxError],
@@ -90,8 +100,8 @@ def publish_batch(principal: Principal, scope_id: str, queue_id: str, entries: l
             except PostboxError as e:
                 out[i] = e
     gate = guard(principal, tenant_id, scope_id, PUBLISH, queue=queue_id)
-    schema_id = schemas.believed(queue_id)
-    for attempt in range(3):
+
+    def run(schema_id: str | None) -> dict[str, Any]:
         ready = [i for i, m in enumerate(out) if not isinstance(m, PostboxError)]
         schema_id, refusals = schemas.checked_each(queue_id, schema_id, [out[i].get("body") for i in ready])
         for i, refusal in zip(ready, refusals, strict=True):
@@ -99,17 +109,12 @@ def publish_batch(principal: Principal, scope_id: str, queue_id: str, entries: l
                 out[i] = refusal
         _refuse_first(out, atomic)
         sent = [None if isinstance(m, PostboxError) else m for m in out]
-        try:
-            with db.connection() as conn, db.domain_errors():
-                answer = conn.execute(f"SELECT work_publish_batch(%s, %s, %s, %s::jsonb, %s, %s, %s) FROM {ENTER} _",
-                                      (tenant_id, scope_id, queue_id, as_json(sent), principal.key_id, schema_id,
-                                       atomic, gate)).fetchone()[0]
-            break
-        except Conflict as e:  # the queue names another schema than we believed: learn it, check again
-            if e.code != SCHEMA_STALE or attempt == 2:
-                raise
-            schema_id = e.message or None
-            schemas.learn(queue_id, schema_id)
+        with db.connection() as conn, db.domain_errors():
+            return conn.execute(f"SELECT work_publish_batch(%s, %s, %s, %s::jsonb, %s, %s, %s) FROM {ENTER} _",
+                                (tenant_id, scope_id, queue_id, as_json(sent), principal.key_id, schema_id,
+                                 atomic, gate)).fetchone()[0]
+
+    answer = _schema_retried(queue_id, schemas.believed(queue_id), run)
     for i, found in enumerate(answer["entries"]):
         if found is not None:
             out[i] = {**found["message"], "replayed": found["replayed"]} if found["ok"] else _refusal(found["error"])

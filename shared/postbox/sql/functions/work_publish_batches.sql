@@ -133,11 +133,7 @@ DECLARE
     v_hint text;
 BEGIN
     s := work_scope_of(p_tenant, p_scope);
-    q := work_queue_of(p_scope, p_queue);
-    IF q.schema_id IS DISTINCT FROM p_schema THEN
-        RAISE EXCEPTION USING ERRCODE = 'PB409', DETAIL = 'SCAIQUEUE_SCHEMA_STALE',
-            MESSAGE = coalesce(q.schema_id::text, '');
-    END IF;
+    q := work_queue_to_publish(p_scope, p_queue, p_schema);
     IF work_publish_plain(s, q, p_msgs) THEN
         BEGIN
             v_out := work_publish_set(p_tenant, s, q, p_msgs, p_source);

@@ -233,6 +233,21 @@ BEGIN
     RETURN v_answer;
 END $$;
 
+-- The queue a publish goes to, when its schema is the one the caller checked the bodies against;
+-- else SCAIQUEUE_SCHEMA_STALE naming the queue's schema (the caller learns it and checks again).
+CREATE OR REPLACE FUNCTION work_queue_to_publish(p_scope uuid, p_queue uuid, p_schema uuid) RETURNS work_queues
+LANGUAGE plpgsql AS $$
+DECLARE
+    q work_queues;
+BEGIN
+    q := work_queue_of(p_scope, p_queue);
+    IF q.schema_id IS DISTINCT FROM p_schema THEN
+        RAISE EXCEPTION USING ERRCODE = 'PB409', DETAIL = 'SCAIQUEUE_SCHEMA_STALE',
+            MESSAGE = coalesce(q.schema_id::text, '');
+    END IF;
+    RETURN q;
+END $$;
+
 -- A publish as the API makes it: a chunk recorded in its stream, routing applied, fanned out to
 -- subscriptions on a broadcast queue, and the schema the caller validated the body against
 -- (p_schema, NULL for none) checked to be the one the queue names now (SCAIQUEUE_SCHEMA_STALE
@@ -246,11 +261,7 @@ DECLARE
     q work_queues;
 BEGIN
     s := work_scope_of(p_tenant, p_scope);
-    q := work_queue_of(p_scope, p_queue);
-    IF q.schema_id IS DISTINCT FROM p_schema THEN
-        RAISE EXCEPTION USING ERRCODE = 'PB409', DETAIL = 'SCAIQUEUE_SCHEMA_STALE',
-            MESSAGE = coalesce(q.schema_id::text, '');
-    END IF;
+    q := work_queue_to_publish(p_scope, p_queue, p_schema);
     IF p_msg ? 'stream' THEN
         RETURN work_stream_chunk(p_tenant, s, q, p_msg, p_source);
     END IF;
