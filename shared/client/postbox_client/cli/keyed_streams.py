@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from ..errors import NotFound
-from .output import emit_json, progress, show, table
+from .output import bulk_report, emit_json, json_lines, progress, show, table
 from .queues import BATCH, _json_arg
 
 
@@ -38,31 +37,19 @@ def s_publish(args, pb) -> int | None:
 def _publish_file(args, pb) -> int:
     """Bulk publish: one JSON object of a publish's fields per line (JSON lines), in batches of 100.
     A refused line is reported with its line number and why; the exit status is 1 if any was."""
-    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
-    lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
-    items = []
-    for n, line in lines:
-        try:
-            items.append(json.loads(line))
-        except ValueError as error:
-            raise SystemExit(f"postbox streams publish: line {n} is not JSON: {error}") from None
+    lines = json_lines(args.file, "streams publish")
     results = []
-    with progress(f"publishing to {args.stream}", len(items)) as advance:
-        for i in range(0, len(items), BATCH):
-            chunk = items[i : i + BATCH]
+    with progress(f"publishing to {args.stream}", len(lines)) as advance:
+        for i in range(0, len(lines), BATCH):
+            chunk = [item for _, item in lines[i : i + BATCH]]
             results += pb.streams.publish_batch(args.stream, chunk)
             advance(len(chunk))
-    refused = [(n, r.error or {}) for (n, _), r in zip(lines, results, strict=True) if not r.ok]
+    answered = list(zip((n for n, _ in lines), results, strict=True))
     if args.json:
         emit_json([{"line": n, "ok": r.ok, "id": r.id, "offset": r.offset, "status": r.status,
-                    "replayed": r.replayed, "error": r.error} for (n, _), r in zip(lines, results, strict=True)])
-    else:
-        published = sum(1 for r in results if r.ok and not r.replayed)
-        replayed = sum(1 for r in results if r.ok and r.replayed)
-        print(f"published {published}, replayed {replayed}, refused {len(refused)}")
-        for n, error in refused:
-            print(f"line {n}: {error.get('code')}: {error.get('message')}", file=sys.stderr)
-    return 1 if refused else 0
+                    "replayed": r.replayed, "error": r.error} for n, r in answered])
+        return 1 if any(not r.ok for r in results) else 0
+    return bulk_report([(n, r.ok, r.replayed, r.error) for n, r in answered])
 
 
 def s_browse(args, pb) -> None:

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -85,3 +86,29 @@ def progress(description: str, total: int | None):
     with bar:
         task = bar.add_task(description, total=total)
         yield lambda n=1: bar.advance(task, n)
+
+
+def json_lines(path: str, command: str) -> list[tuple[int, Any]]:
+    """(line number, JSON value) of each non-blank line of a file (`-`: stdin), for the bulk publishes;
+    a line that is not JSON ends the command, naming the line."""
+    text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    found = []
+    for n, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                found.append((n, json.loads(line)))
+            except ValueError as error:
+                raise SystemExit(f"postbox {command}: line {n} is not JSON: {error}") from None
+    return found
+
+
+def bulk_report(answered: Sequence[tuple[int, bool, bool, dict | None]]) -> int:
+    """Print a bulk publish's count (published, replayed, refused) and each refused line's reason on
+    stderr, from (line, ok, replayed, error) per line; the exit status: 1 if any line was refused."""
+    refused = [(n, error or {}) for n, ok, _, error in answered if not ok]
+    published = sum(1 for _, ok, replayed, _ in answered if ok and not replayed)
+    replayed = sum(1 for _, ok, replayed, _ in answered if ok and replayed)
+    print(f"published {published}, replayed {replayed}, refused {len(refused)}")
+    for n, error in refused:
+        print(f"line {n}: {error.get('code')}: {error.get('message')}", file=sys.stderr)
+    return 1 if refused else 0

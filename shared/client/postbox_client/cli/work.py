@@ -3,13 +3,10 @@ fail, messages by state, and the system agents."""
 
 from __future__ import annotations
 
-import json
-import sys
 import uuid
-from pathlib import Path
 
 from ..errors import NotFound
-from .output import emit_json, progress, show, table
+from .output import bulk_report, emit_json, json_lines, progress, show, table
 from .queues import BATCH, _json_arg
 
 
@@ -94,31 +91,18 @@ def _publish_file(args, pb) -> int:
     """Bulk publish: one JSON object of a publish's fields per line (JSON lines), in batches of 100
     (the batch publish). A refused line is reported with its line number and why; the exit status
     is 1 if any was."""
-    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
-    lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
-    items = []
-    for n, line in lines:
-        try:
-            items.append(json.loads(line))
-        except ValueError as error:
-            raise SystemExit(f"postbox work publish: line {n} is not JSON: {error}") from None
+    lines = json_lines(args.file, "work publish")
     results: list[dict] = []
-    with progress("publishing", len(items)) as advance:
-        for i in range(0, len(items), BATCH):
-            chunk = items[i : i + BATCH]
+    with progress("publishing", len(lines)) as advance:
+        for i in range(0, len(lines), BATCH):
+            chunk = [item for _, item in lines[i : i + BATCH]]
             results += pb.work.publish_batch(args.scope, args.queue, chunk)
             advance(len(chunk))
     answered = list(zip((n for n, _ in lines), results, strict=True))
-    refused = [(n, r["error"]) for n, r in answered if not r["ok"]]
     if args.json:
         emit_json([{"line": n, **r} for n, r in answered])
-    else:
-        published = sum(1 for r in results if r["ok"] and not r["replayed"])
-        replayed = sum(1 for r in results if r["ok"] and r["replayed"])
-        print(f"published {published}, replayed {replayed}, refused {len(refused)}")
-        for n, error in refused:
-            print(f"line {n}: {error['code']}: {error['message']}", file=sys.stderr)
-    return 1 if refused else 0
+        return 1 if any(not r["ok"] for r in results) else 0
+    return bulk_report([(n, r["ok"], r.get("replayed", False), r.get("error")) for n, r in answered])
 
 
 def claim(args, pb) -> None:
