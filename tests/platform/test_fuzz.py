@@ -28,6 +28,10 @@ from postbox import db, tenancy
 from postbox.flows import quotas
 from support.tenants import new_tenant
 
+# xdist's workers collect schemathesis's generated tests but never run them (they pass silently):
+# this module runs in make test's single-process session.
+pytestmark = pytest.mark.serial
+
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 EXAMPLES = 3
 EXISTING = {"name": "fuzz", "stream": "fuzz", "subscription": "fuzz", "queue": "fuzz", "partition": "Default"}
