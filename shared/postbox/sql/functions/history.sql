@@ -45,7 +45,6 @@ BEGIN
     GET DIAGNOSTICS v_n = ROW_COUNT;
     v_total := v_total + v_n;
 
-    PERFORM work_counts_fold();  -- the work counters lag the journal until folded: fold first
     INSERT INTO history_minutes (kind, resource_id, minute, in_total, out_total, depth, oldest_age_s)
     SELECT 'work', q.id, v_minute, coalesce(c.published, 0), coalesce(c.published - c.depth, 0),
            coalesce(c.depth, 0),
@@ -53,8 +52,8 @@ BEGIN
                (SELECT extract(epoch FROM v_now - m.created_at) FROM work_messages m
                 WHERE m.queue_id = q.id AND m.ended_at IS NULL ORDER BY m.seq LIMIT 1) END
     FROM work_queues q
-    LEFT JOIN (SELECT queue_id, sum(published) AS published, sum(pending + claimed) AS depth
-               FROM work_queue_counters GROUP BY queue_id) c ON c.queue_id = q.id
+    LEFT JOIN (SELECT d.queue_id, d.published, d.pending + d.claimed AS depth  -- exact, as stats read it
+               FROM work_queue_depths(ARRAY(SELECT id FROM work_queues)) d) c ON c.queue_id = q.id
     ON CONFLICT DO NOTHING;
     GET DIAGNOSTICS v_n = ROW_COUNT;
     v_total := v_total + v_n;
