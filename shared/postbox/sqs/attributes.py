@@ -47,7 +47,7 @@ def _integer(name: str, value: str, least: int, most: int) -> int:
 def boolean(name: str, value: str) -> str:
     """`true` or `false` from any spelling SQS takes (`True`, `FALSE`, ...): SQS answers them lowercase."""
     if value.lower() not in ("true", "false"):
-        raise errors.invalid_attribute_value(f"Invalid value for the parameter {name}.")
+        raise errors.attribute_value(name)
     return value.lower()
 
 
@@ -68,13 +68,12 @@ def check(given: dict[str, Any], *, fifo: bool, creating: bool,
         if name == "FifoQueue":
             _fifo_queue(value, fifo, creating)
         elif name in FIFO_ONLY and not fifo:
-            raise errors.invalid_attribute_name(f"Unknown Attribute {name}." if name in BOOLEANS else
-                                                f"You can specify the {name} only when FifoQueue is set to true.")
+            raise errors.unknown_attribute(name) if name in BOOLEANS else errors.fifo_only_attribute(name)
         elif name in BOOLEANS:
             out[name] = boolean(name, value)
         elif name in FIFO_ONLY:
             if value not in FIFO_ONLY[name]:
-                raise errors.invalid_attribute_value(f"Invalid value for the parameter {name}.")
+                raise errors.attribute_value(name)
             out[name] = value
         elif name in NUMBERS:
             least, most, _ = NUMBERS[name]
@@ -102,7 +101,7 @@ def _policy(value: str) -> str:
     except ValueError:
         doc = None
     if not isinstance(doc, dict):
-        raise errors.invalid_attribute_value("Invalid value for the parameter Policy.")
+        raise errors.attribute_value("Policy")
     return value
 
 
@@ -110,10 +109,9 @@ def _fifo_queue(value: str, fifo: bool, creating: bool) -> None:
     """FifoQueue names the type a queue is made with: a standard queue knows no such attribute (even
     `false`), and a FIFO queue's stays true."""
     if not fifo:
-        raise errors.invalid_attribute_name("Unknown Attribute FifoQueue.")
+        raise errors.unknown_attribute("FifoQueue")
     if boolean("FifoQueue", value) != "true" and not creating:
-        raise errors.invalid_attribute_value("Invalid value for the parameter FifoQueue. Reason: Modifying queue "
-                                             "type is not supported.")
+        raise errors.attribute_value("FifoQueue", "Modifying queue type is not supported.")
 
 
 def _one_encryption(out: dict[str, Any]) -> None:
@@ -132,13 +130,8 @@ def _throughput_pairs(out: dict[str, Any], current: dict[str, Any]) -> None:
     limit = out.get("FifoThroughputLimit", current.get("FifoThroughputLimit", DEFAULTS["FifoThroughputLimit"]))
     scope = out.get("DeduplicationScope", current.get("DeduplicationScope", DEFAULTS["DeduplicationScope"]))
     if limit == "perMessageGroupId" and scope != "messageGroup":
-        raise errors.invalid_attribute_value(
-            "Invalid value for the parameter FifoThroughputLimit. Reason: The perMessageGroupId value is allowed "
-            "only when the value for DeduplicationScope is messageGroup.")
-
-
-def _bad_redrive(value: str, reason: str) -> errors.SqsError:
-    return errors.invalid_parameter(f"Value {value[:1000]} for parameter RedrivePolicy is invalid. Reason: {reason}")
+        raise errors.attribute_value("FifoThroughputLimit", "The perMessageGroupId value is allowed only when the "
+                                     "value for DeduplicationScope is messageGroup.")
 
 
 def redrive_policy(value: str) -> dict[str, Any] | None:
