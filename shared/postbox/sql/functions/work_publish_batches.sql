@@ -48,7 +48,6 @@ DECLARE
     v_now timestamptz := clock_timestamp();
     v_emit boolean := s.emit_published AND NOT q.is_system;
     v_out jsonb[] := array_fill(NULL::jsonb, ARRAY[jsonb_array_length(p_msgs)]);
-    v_made int := 0;
     v_ids uuid[] := '{}';
     v_corr text[] := '{}';
     v_types text[] := '{}';
@@ -80,7 +79,6 @@ BEGIN
     LOOP
         v_out[r.n] := jsonb_build_object('ok', true, 'replayed', false, 'message',
                                          jsonb_build_object('id', r.id, 'queue_id', q.queue_id, 'state', 'pending'));
-        v_made := v_made + 1;
         v_ids := v_ids || r.id;
         v_corr := v_corr || r.correlation_id;
         v_types := v_types || r.source_type;
