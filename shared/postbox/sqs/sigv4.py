@@ -23,7 +23,7 @@ import functools
 import hashlib
 import hmac
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qsl, quote, unquote
 
@@ -84,10 +84,7 @@ def read(request: Request) -> Authorization:
 
 
 def _with_token(auth: Authorization, token: str | None) -> Authorization:
-    if token is None:
-        return auth
-    return Authorization(auth.access_key_id, auth.date, auth.region, auth.service, auth.signed_headers,
-                         auth.signature, token=token)
+    return auth if token is None else replace(auth, token=token)
 
 
 def query_parameters(query: str) -> dict[str, str]:
@@ -136,9 +133,8 @@ def parse_query(params: dict[str, str]) -> Authorization:
             " ".join(f"AWS query-string parameters must include '{name}'." for name in missing)
             + " Re-examine the query-string parameters.")
     auth = _authorization(params["X-Amz-Credential"], params["X-Amz-SignedHeaders"], params[SIGNATURE_PARAMETER])
-    return Authorization(auth.access_key_id, auth.date, auth.region, auth.service, auth.signed_headers,
-                         auth.signature, presigned=True, stamp=params["X-Amz-Date"],
-                         expires=_expires(params.get("X-Amz-Expires")), token=params.get("X-Amz-Security-Token"))
+    return replace(auth, presigned=True, stamp=params["X-Amz-Date"], expires=_expires(params.get("X-Amz-Expires")),
+                   token=params.get("X-Amz-Security-Token"))
 
 
 def _authorization(credential: str, signed_headers: str, signature_hex: str) -> Authorization:
