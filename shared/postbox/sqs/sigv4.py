@@ -72,9 +72,8 @@ def read(request: Request) -> Authorization:
     """The request's signature, from its `Authorization` header or its query string (not both), or
     the error AWS answers for what is missing."""
     header = request.headers.get("authorization")
-    if "X-Amz-Algorithm" not in request.query:  # the usual case: no query string to parse
-        return _with_token(parse(header), request.headers.get("x-amz-security-token"))
-    params = query_parameters(request.query)
+    # the usual case has no X-Amz-Algorithm anywhere in its query string: nothing to parse
+    params = query_parameters(request.query) if "X-Amz-Algorithm" in request.query else {}
     if "X-Amz-Algorithm" not in params:
         return _with_token(parse(header), request.headers.get("x-amz-security-token"))
     if header:
