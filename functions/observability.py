@@ -37,6 +37,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 
 from functions import door, request_record, snapstart
+from postbox import cells, directory
 
 
 def tracing_enabled() -> bool:
@@ -113,6 +114,10 @@ def instrument(service: str, request_id_prefix: str = "", *, resolve_keys: bool 
 
         @functools.wraps(fn)
         def with_request_keys(event: dict, context: Any) -> Any:
+            with cells.scope():  # the invocation's cell is its own: its tenant's, once known
+                return served(event, context)
+
+        def served(event: dict, context: Any) -> Any:
             started = time.perf_counter()
             correlation_id, tenant = request_keys(event)
             rid = request_id_prefix + correlation_id if correlation_id else None
@@ -128,6 +133,8 @@ def instrument(service: str, request_id_prefix: str = "", *, resolve_keys: bool 
                 if result is None and authenticate is not None:
                     authenticate(event)
                     tenant = request_keys(event)[1]
+                    if tenant:
+                        directory.route(tenant)
                 if tenant:
                     logger.thread_safe_append_keys(tenant=tenant)
                 if result is None and front:

@@ -7,7 +7,7 @@ import os
 import threading
 from pathlib import Path
 
-from postbox import config, db, migrate, tenancy
+from postbox import cells, config, db, directory, migrate, tenancy
 
 DEV_TENANT = "dev"
 
@@ -65,7 +65,8 @@ def dev_key(state_dir: Path) -> str:
         if tenancy.resolve_key(key) is not None:
             return key
     tenant = tenancy.tenant_id_by_name(DEV_TENANT) or tenancy.create_tenant(DEV_TENANT, plan="pro")
-    issued = tenancy.create_key(tenant, "manage", name="development key")
+    with directory.at(tenant):
+        issued = tenancy.create_key(tenant, "manage", name="development key")
     state_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(issued.key + "\n")
     path.chmod(0o600)
@@ -86,7 +87,8 @@ def dev_sqs_credential(state_dir: Path) -> dict:
         except (ValueError, KeyError, TypeError):
             pass
     tenant = tenancy.tenant_id_by_name(DEV_TENANT) or tenancy.create_tenant(DEV_TENANT, plan="pro")
-    minted = credentials.mint(tenant, "manage", name="development SQS credential")
+    with directory.at(tenant):
+        minted = credentials.mint(tenant, "manage", name="development SQS credential")
     state_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(minted) + "\n")
     path.chmod(0o600)
@@ -101,7 +103,8 @@ def start_dispatches_in_process(handler: str = "functions.agents.consumer_dispat
 
     def start(queue_id: int) -> None:
         threading.Thread(
-            target=invoke, args=(handler, {"queue_id": queue_id}, "consumer-dispatch", 60.0),
+            target=invoke, args=(handler, {"queue_id": queue_id, "cell": cells.current().name}, "consumer-dispatch",
+                                 60.0),
             name=f"dispatch-{queue_id}", daemon=True,
         ).start()
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from . import db
+from . import cells, db
 
 log = logging.getLogger("postbox.agents")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -68,11 +68,31 @@ def _write(statement: str, params: Any) -> None:
 
 def recorded(name: str, *, count: str | None = None) -> Callable[[F], F]:
     """Decorate an agent's handler so each of its runs lands in `agent_runs` under `name` (`count`
-    names the result's key that says what it processed, when the sum of its numbers would not)."""
+    names the result's key that says what it processed, when the sum of its numbers would not).
+
+    The handler runs once on every cell, each run recorded in that cell's `agent_runs`; an event
+    that names its `cell` (a dispatch a send started) runs on that cell only. A cell whose run
+    fails does not stop the others: the first failure is raised once every cell has run."""
 
     def wrap(fn: F) -> F:
         @functools.wraps(fn)
         def run(*args: Any, **kwargs: Any) -> Any:
+            event = args[0] if args and isinstance(args[0], dict) else {}
+            named = event.get("cell")
+            if isinstance(named, str) and cells.several():
+                with cells.use(named):
+                    return _run_here(fn, args, kwargs)
+            results, failure = [], None
+            for _ in cells.each():
+                try:
+                    results.append(_run_here(fn, args, kwargs))
+                except Exception as e:  # noqa: BLE001 - raised below, after the other cells ran
+                    failure = failure or e
+            if failure is not None:
+                raise failure
+            return results[0] if len(results) == 1 else _summed(results)
+
+        def _run_here(fn: F, args: Any, kwargs: Any) -> Any:
             _write(_START, (name,))
             started = time.monotonic()
             try:
@@ -88,6 +108,22 @@ def recorded(name: str, *, count: str | None = None) -> Callable[[F], F]:
         return run  # type: ignore[return-value]
 
     return wrap
+
+
+def _summed(results: list[Any]) -> Any:
+    """Every cell's result as one: numbers added up by key (a dict), or added (an int)."""
+    if all(isinstance(r, dict) for r in results):
+        total: dict[str, Any] = {}
+        for result in results:
+            for key, value in result.items():
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    total[key] = total.get(key, 0) + value
+                else:
+                    total.setdefault(key, value)
+        return total
+    if all(isinstance(r, int) and not isinstance(r, bool) for r in results):
+        return sum(results)
+    return results
 
 
 def status(names: Iterable[str]) -> list[dict[str, Any]]:

@@ -63,6 +63,9 @@ class Settings:
     durable_open_tenant: str | None  # the tenant anonymous `/v1/stream/{name}` callers are mapped to
     streams_default_retention: str  # keyed streams' retention when they set none
     streams_default_max_backlog: int | None  # keyed streams' backlog cap when they set none
+    cells: str | None  # the deployment's cells as JSON (see `postbox.cells`); none: one cell
+    cell_name: str  # the one cell's name when POSTBOX_CELLS names none
+    cell_cache_seconds: float  # how long a tenant's cell is taken from the directory without asking again
 
 
 @lru_cache(maxsize=1)
@@ -103,6 +106,9 @@ def settings() -> Settings:
         durable_open_tenant=os.environ.get("POSTBOX_DURABLE_OPEN_TENANT") or None,
         streams_default_retention=os.environ.get("POSTBOX_STREAMS_DEFAULT_RETENTION", "7d"),
         streams_default_max_backlog=_optional_int("POSTBOX_STREAMS_DEFAULT_MAX_BACKLOG"),
+        cells=os.environ.get("POSTBOX_CELLS") or None,
+        cell_name=os.environ.get("POSTBOX_CELL_NAME") or "cell-1",
+        cell_cache_seconds=_float("POSTBOX_CELL_CACHE_SECONDS", 5.0),
     )
 
 

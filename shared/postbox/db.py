@@ -1,7 +1,8 @@
-"""The connection pool: created lazily at first use, reused across Lambda invocations.
+"""The connection pools: one per cell, created lazily at first use, reused across Lambda invocations.
 
 `prepare_threshold=None` because RDS Proxy pins a session that prepares statements; no session
-`SET`s for the same reason. Each unit of work takes one connection and one transaction.
+`SET`s for the same reason. Each unit of work takes one connection and one transaction, on the
+cell it runs on (`postbox.cells.current()`).
 """
 
 from __future__ import annotations
@@ -19,12 +20,11 @@ import psycopg
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from . import aws, config, errors, jsoncodec, liveness
+from . import aws, cells, config, errors, jsoncodec, liveness
 
 T = TypeVar("T")
 logger = logging.getLogger("postbox.db")
 
-_pool: ConnectionPool | None = None
 _lock = threading.Lock()
 
 
@@ -34,23 +34,25 @@ _secret_cache: dict[tuple[str, ...], tuple[float, str]] = {}  # the IAM logins' 
 _secrets: tuple[Any, Any] | None = None  # (the Secrets Manager client, Powertools' provider over it)
 
 
-def conninfo() -> str:
-    """DATABASE_URL when set (local, tests); otherwise the proxy endpoint, logged in either with an
+def conninfo(cell: cells.Cell | None = None) -> str:
+    """Where the cell's database is (the current cell's by default): its URL when set (local,
+    tests; DATABASE_URL for the one cell); otherwise its proxy endpoint, logged in either with an
     IAM token as POSTBOX_DB_USER (POSTBOX_DB_IAM_AUTH: the functions, which hold no password) or with
-    the user and password of the secret POSTBOX_DB_SECRET_ARN (the migrate function).
+    the user and password of its secret (POSTBOX_DB_SECRET_ARN: the migrate function).
 
     The pool calls this for every new connection; the secret is re-read at most every SECRET_TTL_S
     (Powertools' cache), so a rotated password is picked up without a cold start.
     """
+    cell = cell or cells.current()
     s = config.settings()
-    if s.database_url:
-        return s.database_url
-    if s.db_host and s.db_iam_auth and s.db_user:
-        return _iam_conninfo(s.db_host, s.db_user)
-    if not (s.db_host and s.db_secret_arn):
-        raise RuntimeError("set DATABASE_URL, or POSTBOX_DB_HOST and POSTBOX_DB_SECRET_ARN")
-    secret = _read_secret(s.db_secret_arn)
-    return _make(s.db_host, secret["username"], secret["password"])
+    if cell.database_url:
+        return cell.database_url
+    if cell.db_host and s.db_iam_auth and s.db_user:
+        return _iam_conninfo(cell.db_host, s.db_user)
+    if not (cell.db_host and cell.db_secret_arn):
+        raise RuntimeError(f"cell {cell.name}: set DATABASE_URL, or POSTBOX_DB_HOST and POSTBOX_DB_SECRET_ARN")
+    secret = _read_secret(cell.db_secret_arn)
+    return _make(cell.db_host, secret["username"], secret["password"])
 
 
 def _make(host: str, user: str, password: str) -> str:
@@ -103,27 +105,79 @@ def forget_credentials() -> None:
     _secret_cache.clear()
 
 
-def pool() -> ConnectionPool:
-    global _pool
-    if _pool is None:
+class _Database:
+    """One cell's connections in this process: its pool (opened at first use), when one of them
+    last failed, and the watch on their waits."""
+
+    def __init__(self, cell: cells.Cell) -> None:
+        self.cell = cell
+        self.pool: ConnectionPool | None = None
+        self.failed_at = 0.0  # when a connection last failed (monotonic): connections older than that are pinged
+        self.watch = liveness.Watch(self.ping_connection, self.mark_failed)
+
+    def open_pool(self) -> ConnectionPool:
+        if self.pool is None:
+            with _lock:
+                if self.pool is None:
+                    s = config.settings()
+                    cell = self.cell
+                    self.pool = ConnectionPool(
+                        lambda: conninfo(cell),
+                        connection_class=PooledConnection,
+                        min_size=s.pool_min,
+                        max_size=max(s.pool_max, 1),
+                        kwargs=_connection_kwargs(cell),
+                        configure=self.configure,
+                        check=self.check_if_idle,
+                        reset=_reset,
+                        name=f"postbox-{cell.name}",
+                        timeout=s.pool_timeout_s,
+                        reconnect_timeout=RECONNECT_TIMEOUT_S,
+                        open=True,
+                    )
+        return self.pool
+
+    def mark_failed(self) -> None:
+        self.failed_at = time.monotonic()
+
+    def ping_connection(self) -> psycopg.Connection:
+        return psycopg.connect(conninfo(self.cell), **{**CONNECTION_KWARGS, "connect_timeout": liveness.CONNECT_S})
+
+    def configure(self, conn: psycopg.Connection) -> None:
+        jsoncodec.use_on(conn)
+        self.adopt(conn)
+
+    def adopt(self, conn: psycopg.Connection) -> None:
+        """Watch the connection's waits: a server that stops answering breaks it."""
+        conn.watch = self.watch  # type: ignore[attr-defined]
+        self.watch.adopt(conn)
+
+    def check_if_idle(self, conn: psycopg.Connection) -> None:
+        """Ping only connections that sat idle, or that were last used before a connection failed
+        (the server may have gone and come back since): a busy function pays no extra round trip."""
+        last_used = _last_used.get(conn, 0.0)
+        if time.monotonic() - last_used > CHECK_AFTER_IDLE_S or last_used <= self.failed_at:
+            ConnectionPool.check_connection(conn)
+
+
+_databases: dict[str, _Database] = {}
+
+
+def _here(cell: cells.Cell | None = None) -> _Database:
+    """The current cell's connections (made at first use; a cell whose settings changed, anew)."""
+    cell = cell or cells.current()
+    found = _databases.get(cell.name)
+    if found is None or found.cell != cell:
         with _lock:
-            if _pool is None:
-                s = config.settings()
-                _pool = ConnectionPool(
-                    conninfo,
-                    connection_class=PooledConnection,
-                    min_size=s.pool_min,
-                    max_size=max(s.pool_max, 1),
-                    kwargs=_connection_kwargs(),
-                    configure=_configure,
-                    check=_check_if_idle,
-                    reset=_reset,
-                    name="postbox",
-                    timeout=s.pool_timeout_s,
-                    reconnect_timeout=RECONNECT_TIMEOUT_S,
-                    open=True,
-                )
-    return _pool
+            found = _databases.get(cell.name)
+            if found is None or found.cell != cell:
+                found = _databases[cell.name] = _Database(cell)
+    return found
+
+
+def pool() -> ConnectionPool:
+    """The current cell's pool."""
+    return _here().open_pool()
 
 
 # ---- when the database goes away ------------------------------------------------------------------
@@ -167,8 +221,8 @@ CONNECTION_KWARGS: dict[str, Any] = {
 SESSION_SETTINGS = {"statement_timeout": "5min", "lock_timeout": "20s", "idle_in_transaction_session_timeout": "1min"}
 
 
-def _connection_kwargs() -> dict[str, Any]:
-    url = config.settings().database_url
+def _connection_kwargs(cell: cells.Cell | None = None) -> dict[str, Any]:
+    url = (cell or cells.current()).database_url
     if not url or "options" in psycopg.conninfo.conninfo_to_dict(url):
         return CONNECTION_KWARGS
     return {**CONNECTION_KWARGS, "options": " ".join(f"-c {k}={v}" for k, v in SESSION_SETTINGS.items())}
@@ -176,7 +230,6 @@ def _connection_kwargs() -> dict[str, Any]:
 
 # SQLSTATEs that mean the server went away or will not take the connection, not that a statement failed.
 _GONE_SQLSTATES = {"57P01", "57P02", "57P03", "53300"}  # admin/crash shutdown, starting up, too many clients
-_failed_at = 0.0  # when a connection last failed (monotonic): connections older than that are pinged
 
 
 def _lost(error: psycopg.OperationalError) -> bool:
@@ -187,8 +240,7 @@ def _lost(error: psycopg.OperationalError) -> bool:
 
 
 def _mark_failed() -> None:
-    global _failed_at
-    _failed_at = time.monotonic()
+    _here().mark_failed()
 
 
 def unavailable(reason: str) -> errors.Unavailable:
@@ -277,9 +329,10 @@ class PooledConnection(psycopg.Connection):
             attempt += 1
 
     def wait(self, gen: Any, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("timeout") is not None:  # bounded by its caller (a LISTEN waiting for notifications)
+        watch = getattr(self, "watch", None)
+        if watch is None or kwargs.get("timeout") is not None:  # bounded by its caller (a LISTEN's wait)
             return super().wait(gen, *args, **kwargs)
-        waits = _watch.waits
+        waits = watch.waits
         waits[self] = time.monotonic()
         try:
             return super().wait(gen, *args, **kwargs)
@@ -288,15 +341,7 @@ class PooledConnection(psycopg.Connection):
 
 
 def _ping_connection() -> psycopg.Connection:
-    return psycopg.connect(conninfo(), **{**CONNECTION_KWARGS, "connect_timeout": liveness.CONNECT_S})
-
-
-_watch = liveness.Watch(_ping_connection, _mark_failed)
-
-
-def _configure(conn: psycopg.Connection) -> None:
-    jsoncodec.use_on(conn)
-    _watch.adopt(conn)
+    return _here().ping_connection()
 
 
 def transact(work: Callable[[psycopg.Connection], T], conn: psycopg.Connection | None = None) -> T:
@@ -331,14 +376,6 @@ def _reset(conn: psycopg.Connection) -> None:
     _last_used[conn] = time.monotonic()
 
 
-def _check_if_idle(conn: psycopg.Connection) -> None:
-    """Ping only connections that sat idle, or that were last used before a connection failed (the
-    server may have gone and come back since): a busy function pays no extra round trip per call."""
-    last_used = _last_used.get(conn, 0.0)
-    if time.monotonic() - last_used > CHECK_AFTER_IDLE_S or last_used <= _failed_at:
-        ConnectionPool.check_connection(conn)
-
-
 _closers: list[Callable[[], None]] = []
 
 
@@ -348,12 +385,13 @@ def on_close(closer: Callable[[], None]) -> None:
 
 
 def close_pool() -> None:
-    """Close every connection of this process (the environment may name another database next)."""
-    global _pool
+    """Close every connection of this process, on every cell (the environment may name other
+    databases next)."""
     with _lock:
-        if _pool is not None:
-            _pool.close()
-        _pool = None
+        for database in _databases.values():
+            if database.pool is not None:
+                database.pool.close()
+        _databases.clear()
     for closer in _closers:
         closer()
 
@@ -372,9 +410,10 @@ def listen_connect() -> psycopg.Connection:
     """A new connection to LISTEN on (OperationalError when none can be opened): to the cluster as
     POSTBOX_DB_LISTEN_USER when POSTBOX_DB_LISTEN_HOST is set, else where the pool connects."""
     s = config.settings()
-    info = _iam_conninfo(s.listen_host, s.listen_user or "postbox_listen") if s.listen_host else conninfo()
+    cell = cells.current()
+    info = _iam_conninfo(cell.listen_host, s.listen_user or "postbox_listen") if cell.listen_host else conninfo()
     conn = PooledConnection.connect(info, **{**_connection_kwargs(), "connect_timeout": LISTEN_CONNECT_TIMEOUT_S})
-    _watch.adopt(conn)  # a server that stops answering breaks it too: the listener connects anew
+    _here().adopt(conn)  # a server that stops answering breaks it too: the listener connects anew
     return conn
 
 

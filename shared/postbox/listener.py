@@ -20,6 +20,7 @@ idle for IDLE_CLOSE_S is closed.
 
 from __future__ import annotations
 
+import functools
 import logging
 import select
 import socket
@@ -32,7 +33,7 @@ from contextlib import contextmanager, suppress
 import psycopg
 from psycopg import sql
 
-from . import db
+from . import cells, db
 
 logger = logging.getLogger("postbox.listener")
 
@@ -284,27 +285,35 @@ class Listener:
             settled.set()
 
 
-_listener: Listener | None = None
+_listeners: dict[str, Listener] = {}  # by cell: a waiter listens on its tenant's cell
 _create = threading.Lock()
 
 
 def current() -> Listener:
-    """This process's listener, started at first use (and again after `stop`)."""
-    global _listener
-    if _listener is None:
+    """This process's listener on the current cell, started at first use (and again after `stop`)."""
+    cell = cells.current()
+    found = _listeners.get(cell.name)
+    if found is None:
         with _create:
-            if _listener is None:
-                _listener = Listener(db.listen_connect)
-    return _listener
+            found = _listeners.get(cell.name)
+            if found is None:
+                found = _listeners[cell.name] = Listener(functools.partial(_connect_to, cell))
+    return found
+
+
+def _connect_to(cell: cells.Cell) -> psycopg.Connection:
+    """The listener's thread connects to its own cell, whatever cell the thread's context names."""
+    with cells.use(cell):
+        return db.listen_connect()
 
 
 def stop() -> None:
-    """Stop this process's listener (the pool is being closed: the next wait starts a new one)."""
-    global _listener
+    """Stop this process's listeners (the pools are being closed: the next wait starts new ones)."""
     with _create:
-        found, _listener = _listener, None
-    if found is not None:
-        found.stop()
+        found = list(_listeners.values())
+        _listeners.clear()
+    for listener in found:
+        listener.stop()
 
 
 db.on_close(stop)

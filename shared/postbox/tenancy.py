@@ -13,7 +13,7 @@ from datetime import datetime
 
 import psycopg
 
-from . import db, limits, names
+from . import cells, db, directory, limits, names
 from .errors import Conflict, Forbidden, Invalid, NotFound, Unauthorized
 
 ROLES = ("read", "write", "manage", "anon")
@@ -107,17 +107,23 @@ def hash_key(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()
 
 
-def create_tenant(name: str, plan: str = "free") -> str:
-    """Create a tenant and its `default` project; returns the tenant id."""
-    with db.transaction() as conn:
-        row = conn.execute(
-            "INSERT INTO tenants (name, plan) VALUES (%s, %s) ON CONFLICT (name) DO NOTHING RETURNING id",
-            (name, plan),
-        ).fetchone()
-        if row is None:
-            raise Conflict(f"tenant {name!r} exists")
-        conn.execute("INSERT INTO projects (tenant_id, name) VALUES (%s, %s)", (row[0], DEFAULT_PROJECT))
-        return str(row[0])
+def create_tenant(name: str, plan: str = "free", cell: str | None = None) -> str:
+    """Create a tenant and its `default` project on the cell named, or the one with the most room
+    (`postbox.directory`); returns the tenant id. Its name is unique across cells (Conflict)."""
+    tenant_id, home = directory.place(name, cell)
+    try:
+        with cells.use(home), db.transaction() as conn:
+            row = conn.execute(
+                "INSERT INTO tenants (id, name, plan) VALUES (%s, %s, %s) ON CONFLICT (name) DO NOTHING RETURNING id",
+                (tenant_id, name, plan),
+            ).fetchone()
+            if row is None:  # a tenant from before the directory holds the name
+                raise Conflict(f"tenant {name!r} exists")
+            conn.execute("INSERT INTO projects (tenant_id, name) VALUES (%s, %s)", (row[0], DEFAULT_PROJECT))
+    except BaseException:
+        directory.release(tenant_id)
+        raise
+    return tenant_id
 
 
 def set_plan(tenant: str, plan: str) -> dict:
@@ -163,7 +169,13 @@ def project_id(principal: Principal) -> str:
 
 
 def tenant_id_by_name(name: str) -> str | None:
-    with db.transaction() as conn:
+    """The id of the tenant named, on whichever cell it is (the directory knows; a tenant from
+    before the directory is on the first cell)."""
+    if cells.several():
+        found = directory.tenant_id_by_name(name)
+        if found is not None:
+            return found
+    with cells.use(cells.default()), db.transaction() as conn:
         row = conn.execute("SELECT id FROM tenants WHERE name = %s", (name,)).fetchone()
         return str(row[0]) if row else None
 
@@ -267,13 +279,17 @@ WHERE (key_hash = %(h)s OR (previous_hash = %(h)s AND previous_valid_until > clo
 """
 
 
+def _resolve_row(key: str) -> tuple | None:
+    with db.transaction() as conn:
+        return conn.execute(_RESOLVE, {"h": hash_key(key)}).fetchone()
+
+
 def resolve_key(key: str) -> Principal | None:
     """The principal behind a plain key, or None when it is unknown, expired or revoked. One query for
     every kind of key; a rotated work key's previous secret is found until its grace period ends."""
     if not key or not key.startswith(KEY_PREFIX) or len(key) > 200:
         return None
-    with db.transaction() as conn:
-        row = conn.execute(_RESOLVE, {"h": hash_key(key)}).fetchone()
+    row = cells.first(lambda: _resolve_row(key))
     if row is None:
         return None
     (key_id, tenant_id, project_id, role, scopes, subject_type, subject_id, allowed_scopes, ip_allowlist, expires,

@@ -198,7 +198,7 @@ def test_on_aws_a_send_invokes_the_dispatcher_asynchronously():
         request, answer = calls
         assert request["FunctionName"] == "postbox-prod-consumer-dispatch"
         assert request["InvocationType"] == "Event"  # the send does not wait for the delivery
-        assert json.loads(request["Payload"]) == {"queue_id": 42}
+        assert json.loads(request["Payload"]) == {"queue_id": 42, "cell": "cell-1"}  # an id of that cell
         assert answer["StatusCode"] == 202
 
 

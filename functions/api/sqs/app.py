@@ -21,7 +21,7 @@ from typing import Any
 
 from functions.observability import instrument, request_logger
 from functions.request_record import request_story
-from postbox import inputs, jsoncodec
+from postbox import directory, inputs, jsoncodec
 from postbox.db import RETRY_AFTER_S
 from postbox.errors import (
     Forbidden,
@@ -122,6 +122,7 @@ def _serve(event: dict[str, Any], method: str, headers: dict[str, str], query_st
         raise errors.missing_parameter("X-Amz-Target")
     request = sigv4.Request(method, event.get("rawPath") or "/", query_string, headers, body)
     principal = actions.authenticate(request)
+    directory.route(principal.tenant_id)
     _record_caller(event, principal.tenant_id)
     target_queue = None
     target = event.get("pathParameters") or {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from postbox import config, db, tenancy
+from postbox import config, db, directory, tenancy
 from postbox.errors import Gone, NotFound, Unauthorized
 from postbox.tenancy import Principal
 
@@ -32,14 +32,18 @@ _accounts: dict[str, tuple[float, Scope | None]] = {}
 
 
 def account(name: str) -> Scope | None:
-    """An account (tenant) by name with its default project, cached briefly (a missing one shortly)."""
+    """An account (tenant) by name with its default project, cached briefly (a missing one shortly);
+    the request goes on on the account's cell."""
     now = time.monotonic()
     hit = _accounts.get(name)
     if hit and hit[0] > now:
+        if hit[1] is not None:
+            directory.route(hit[1].tenant_id)
         return hit[1]
     found = None
     tenant_id = tenancy.tenant_id_by_name(name)
     if tenant_id is not None:
+        directory.route(tenant_id)
         with db.connection() as conn:
             found = Scope(tenant_id, tenancy.find_project(conn, tenant_id)[0])
     _accounts[name] = (now + (ACCOUNT_TTL_S if found else MISSING_ACCOUNT_TTL_S), found)

@@ -28,7 +28,7 @@ from typing import Any
 
 import psycopg
 
-from .. import aws, config, db
+from .. import aws, cells, config, db
 from . import consumer_functions, engine
 
 # invoke(tenant_id, function_name, payload): the function gets {"queue": name, "messages": [...]}, and
@@ -158,8 +158,14 @@ def _serve(queues: list[ConsumerQueue], invoke: Invoker, deadline: float, worker
     if not tasks:
         return 0
     workers = workers or max(1, config.settings().pool_max)
+    cell = cells.current()  # the pool's threads serve the cell this run is on
+
+    def serve(task: tuple[ConsumerQueue, int]) -> int:
+        with cells.use(cell):
+            return _serve_slot(task[0], task[1], invoke, deadline)
+
     with ThreadPoolExecutor(max_workers=min(workers, len(tasks)), thread_name_prefix="consumer") as pool:
-        return sum(pool.map(lambda t: _serve_slot(t[0], t[1], invoke, deadline), tasks))
+        return sum(pool.map(serve, tasks))
 
 
 def dispatch(invoke: Invoker, budget_s: float = 40.0, workers: int | None = None) -> int:
@@ -213,7 +219,7 @@ def lambda_starter(function_name: str, client: Any = None) -> Starter:
         client.invoke(
             FunctionName=function_name,
             InvocationType="Event",
-            Payload=json.dumps({"queue_id": queue_id}).encode(),
+            Payload=json.dumps({"queue_id": queue_id, "cell": cells.current().name}).encode(),  # an id of that cell
         )
 
     return start

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .. import config, db, key_power, limits, tenancy
+from .. import cells, config, db, key_power, limits, tenancy
 from ..errors import Invalid, NotFound
 from ..partitioned import payloads
 from ..tenancy import Principal
@@ -113,6 +113,15 @@ _cache: dict[str, tuple[float, Credential | None]] = {}
 _lock = threading.Lock()
 
 
+def _credential_row(access_key_id: str) -> tuple | None:
+    with db.transaction() as conn:
+        return conn.execute(
+            "SELECT tenant_id, project_id, role, secret_sealed FROM sqs_credentials WHERE access_key_id = %s"
+            " AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > clock_timestamp())",
+            (access_key_id,),
+        ).fetchone()
+
+
 def resolve(access_key_id: str) -> Credential | None:
     """The credential behind an access key id (None: unknown or revoked), remembered for
     POSTBOX_KEY_CACHE_SECONDS as API keys are, so a warm function rarely asks the database."""
@@ -122,12 +131,7 @@ def resolve(access_key_id: str) -> Credential | None:
     hit = _cache.get(access_key_id)
     if hit and hit[0] > now:
         return hit[1]
-    with db.transaction() as conn:
-        row = conn.execute(
-            "SELECT tenant_id, project_id, role, secret_sealed FROM sqs_credentials WHERE access_key_id = %s"
-            " AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > clock_timestamp())",
-            (access_key_id,),
-        ).fetchone()
+    row = cells.first(lambda: _credential_row(access_key_id))  # it lives with its tenant, on any cell
     found = None
     if row is not None:
         principal = Principal(str(row[0]), str(row[1]) if row[1] else None, row[2], access_key_id,
