@@ -11,8 +11,8 @@ Every table of schemas `public` and `control` (a partitioned table counts once) 
 
 The declarations live in the database, as table comments beside the tables; `problems` lists every
 table that makes none and every chain that does not reach a tenant (a test keeps it empty).
-For a move, `tenant_tables` gives the tenant-owned tables parents first (a table comes after every
-table it has a foreign key to, and after its declared parents), each with the predicate that
+For a move, `tenant_tables` gives the tenant-owned tables parents first (`tenants` first, and a
+table after every table it has a foreign key to and after its declared parents), each with the predicate that
 selects one tenant's rows and the columns a copy writes.
 """
 
@@ -220,8 +220,11 @@ def catalog(conn: psycopg.Connection) -> list[Table]:
     for child, parent in refs:
         if child != parent and child in after and parent in after:
             after[child].add(parent)
+    roots = {name for name, t in tables.items() if t.column == "id"}  # the tenants themselves
     for name, t in tables.items():
         after[name].update(p.table for p in t.parents)
+        if t.column is not None and name not in roots:
+            after[name].update(roots)
     ordered: list[str] = []
     placed: set[str] = set()
     while len(ordered) < len(tables):
