@@ -62,8 +62,9 @@ def positions(conn: psycopg.Connection) -> dict[str, int]:
 
 def advance_sequences(conn: psycopg.Connection, floors: Mapping[str, int]) -> dict[str, int]:
     """Raise each named sequence so that it hands out only values above its floor, keeping its
-    remainder (the cell's); one never below its floor is left where it is. Returns each one's newest
-    value. KeyError for a name the schema has no sequence of."""
+    remainder (the cell's); one already above its floor only draws one value. One round trip, safe
+    while the cell serves requests. Returns each one's newest value. KeyError for a name the schema
+    has no sequence of."""
     unknown = sorted(set(floors) - set(steps(conn)))
     if unknown:
         raise KeyError(f"no sequence {', '.join(unknown)}")
