@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from . import cells, config, db
+from . import cell_ids, cells, config, db
 from .errors import Conflict, Invalid
 
 _cache: dict[str, tuple[float, cells.Cell]] = {}
@@ -72,7 +72,8 @@ def _known(name: str) -> cells.Cell:
 
 def place(name: str, cell: str | None = None) -> tuple[str, cells.Cell]:
     """Reserve the tenant name `name` and choose its cell: the one named, or the one with the most
-    room. Returns the new tenant's id and its cell; Conflict when the name is taken on any cell."""
+    room. Returns the new tenant's id and its cell, numbered (its ids are its own); Conflict when the
+    name is taken on any cell."""
     if cell is not None:
         try:
             chosen = cells.named(cell)
@@ -91,6 +92,12 @@ def place(name: str, cell: str | None = None) -> tuple[str, cells.Cell]:
         ).fetchone()
     if row is None:
         raise Conflict(f"tenant {name!r} exists")
+    if cells.several():
+        try:
+            cell_ids.number(chosen)  # before the tenant's first id is drawn there
+        except BaseException:
+            release(tenant_id)
+            raise
     return tenant_id, chosen
 
 

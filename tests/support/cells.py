@@ -1,0 +1,44 @@
+"""Cells in tests: more databases on the session's server, migrated, named as cells of the deployment."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import psycopg
+
+from support import database
+
+
+def new_database(database_url: str, label: str) -> str:
+    """An empty database on the session's server (made as the session's owner), migrated."""
+    from postbox import migrate
+
+    owner = database.OWNER_URL or database_url
+    name = f"postbox_{label}_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(owner, autocommit=True) as conn:
+        conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
+    info = psycopg.conninfo.conninfo_to_dict(owner)
+    info["dbname"] = name
+    url = psycopg.conninfo.make_conninfo(**info)
+    migrate.apply(url)
+    return url
+
+
+def drop_database(database_url: str, url: str) -> None:
+    owner = database.OWNER_URL or database_url
+    name = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
+    with psycopg.connect(owner, autocommit=True) as conn:
+        conn.execute(psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(psycopg.sql.Identifier(name)))
+
+
+def use_cells(monkeypatch, *urls: str) -> None:
+    """The deployment's cells are `urls`, named cell-1, cell-2, ...; caches of the old ones dropped."""
+    from functions.keys import clear_cache
+    from postbox import config, directory
+
+    monkeypatch.setenv("POSTBOX_CELLS", json.dumps([{"name": f"cell-{i}", "database_url": url}
+                                                    for i, url in enumerate(urls, 1)]))
+    config.reset()
+    directory.forget()
+    clear_cache()
