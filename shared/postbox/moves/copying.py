@@ -94,9 +94,10 @@ def pending(src: psycopg.Connection, move_id: int) -> int:
 def _sums(conn: psycopg.Connection, tables: list[Table]) -> dict[str, tuple[int, int]]:
     found = {}
     for table in tables:
-        row = sql.SQL("ROW({})::text").format(table.cols())
-        count, total = conn.execute(sql.SQL(
-            "SELECT count(*), coalesce(sum(hashtextextended({}, 0)::numeric), 0) FROM {} WHERE {}").format(
+        row = sql.SQL(", ").join(sql.SQL("{}::text" if c in table.unhashable else "{}").format(sql.Identifier(c))
+                                 for c in table.columns)
+        count, total = conn.execute(sql.SQL(  # each column by its type's hash (no text form made)
+            "SELECT count(*), coalesce(sum(hash_record_extended(ROW({}), 0)), 0) FROM {} WHERE {}").format(
             row, table.ident(), sql.SQL(table.where))).fetchone()
         found[table.name] = (count, int(total))
     return found

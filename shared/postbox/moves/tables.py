@@ -102,6 +102,7 @@ class Table:
     key: tuple[str, ...]
     key_types: tuple[str, ...]
     has_primary_key: bool
+    unhashable: tuple[str, ...] = ()  # columns of a type without a hash function (json): hashed as text
 
     def ident(self) -> sql.Identifier:
         return sql.Identifier(self.name)
@@ -128,5 +129,8 @@ def tables(conn: psycopg.Connection, tenant_id: str) -> list[Table]:
         types = tuple(conn.execute(
             "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = %s::regclass"
             " AND attname = %s", (name, c)).fetchone()[0] for c in chosen)
-        found.append(Table(name, where.replace("{tenant}", tenant), tuple(columns), chosen, types, bool(primary)))
+        unhashable = tuple(r[0] for r in conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND atttypid = 'json'::regtype", (name,)))
+        found.append(Table(name, where.replace("{tenant}", tenant), tuple(columns), chosen, types, bool(primary),
+                           unhashable))
     return found
