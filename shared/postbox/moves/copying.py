@@ -66,8 +66,10 @@ def apply_pass(src: psycopg.Connection, dst: psycopg.Connection, move_id: int, t
                         writer.write(chunk)
             for table in reversed(todo):  # gone from the source: gone from the target
                 scratch = sql.Identifier(f"move_in_{table.name}")
-                kept = sql.SQL("") if not table.has_primary_key else sql.SQL(" AND ({}) NOT IN (SELECT {} FROM {})").format(
-                    table.cols(table.key), table.cols(table.key), scratch)
+                kept = sql.SQL("")
+                if table.has_primary_key:
+                    kept = sql.SQL(" AND ({}) NOT IN (SELECT {} FROM {})").format(
+                        table.cols(table.key), table.cols(table.key), scratch)
                 dst.execute(sql.SQL("DELETE FROM {} WHERE {} AND {}{}").format(
                     table.ident(), _keys_in(table), sql.SQL(table.where), kept),
                     {"keys": json.dumps(list(keys[table.name].values()))})

@@ -20,7 +20,8 @@ def _via(column: str, parent: str, parent_key: str = "id") -> str:
     return f"{column} IN (SELECT {parent_key} FROM {parent} WHERE tenant_id = {{tenant}})"
 
 
-_STREAM_SUBS = "sub_id IN (SELECT s.id FROM stream_subscriptions s JOIN streams t ON t.id = s.stream_id WHERE t.tenant_id = {tenant})"
+_STREAM_SUBS = ("sub_id IN (SELECT s.id FROM stream_subscriptions s JOIN streams t ON t.id = s.stream_id"
+                " WHERE t.tenant_id = {tenant})")
 
 # (table, predicate, key when the table has no primary key)
 _TABLES: tuple[tuple[str, str, tuple[str, ...] | None], ...] = (

@@ -30,8 +30,10 @@ def _capture_sql(move_id: int, table: Table) -> list[sql.Composable]:
     key = sql.SQL("jsonb_build_array({})").format(sql.SQL(", ").join(sql.Identifier(table.name, c) for c in table.key))
 
     def logged(rows: str) -> sql.Composable:  # the tenant's keys among a transition table's rows
-        return sql.SQL("INSERT INTO control.tenant_move_changes (move_id, tbl, key) SELECT {}, {}, {} FROM {} AS {} WHERE {};").format(
-            sql.Literal(move_id), sql.Literal(table.name), key, sql.Identifier(rows), table.ident(), sql.SQL(table.where))
+        return sql.SQL("INSERT INTO control.tenant_move_changes (move_id, tbl, key)"
+                       " SELECT {}, {}, {} FROM {} AS {} WHERE {};").format(
+            sql.Literal(move_id), sql.Literal(table.name), key, sql.Identifier(rows), table.ident(),
+            sql.SQL(table.where))
 
     body = sql.SQL(
         "BEGIN IF TG_OP <> 'DELETE' THEN {} END IF; IF TG_OP <> 'INSERT' THEN {} END IF; RETURN NULL; END"
@@ -43,7 +45,8 @@ def _capture_sql(move_id: int, table: Table) -> list[sql.Composable]:
                                ("DELETE", "OLD TABLE AS o")):
         name = sql.Identifier(f"{trigger.as_string(None)[1:-1]}_{event.lower()}")
         statements.append(sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(name, table.ident()))
-        statements.append(sql.SQL("CREATE TRIGGER {} AFTER {} ON {} REFERENCING {} FOR EACH STATEMENT EXECUTE FUNCTION {} ()").format(
+        statements.append(sql.SQL(
+            "CREATE TRIGGER {} AFTER {} ON {} REFERENCING {} FOR EACH STATEMENT EXECUTE FUNCTION {} ()").format(
             name, sql.SQL(event), table.ident(), sql.SQL(referencing), function))
     return statements
 
