@@ -165,8 +165,7 @@ def _run(control: psycopg.Connection, src: psycopg.Connection, dst: psycopg.Conn
 def _freeze_and_flip(control: psycopg.Connection, src: psycopg.Connection, dst: psycopg.Connection,
                      move_id: int, tenant_id: str, target: cells.Cell, owned: list[Table], say: Step) -> dict:
     say("freeze")
-    triggers.install_fence(src, move_id, owned, tenant_id)
-    control.execute("UPDATE control.tenant_moves SET frozen_at = clock_timestamp() WHERE id = %s", (move_id,))
+    triggers.install_fence(src, move_id, owned, tenant_id)  # the freeze counts from before: writers wait for it
     while copying.apply_pass(src, dst, move_id, owned):
         pass
     say("check")
