@@ -258,10 +258,11 @@ class DevServer:
     serving path a user runs, on its own processes rather than the benchmark clients' GIL. The
     same `url`/`start`/`stop` as the tests' in-process GatewayServer."""
 
-    def __init__(self, database_url: str, workers: int | None = None, **env: str) -> None:
+    def __init__(self, database_url: str, workers: int | None = None, args: tuple[str, ...] = (), **env: str) -> None:
         from functions.local.cli import default_workers
 
         self.database_url, self.workers, self.env = database_url, workers or default_workers(), env
+        self.args = args  # more of `postbox dev`'s options (`--cells 2`)
         self.proc: subprocess.Popen | None = None
         self.state = Path(tempfile.mkdtemp(prefix="postbox-bench-dev-"))
         self.log = self.state / "stderr.log"  # what went wrong, when something did (see `errors`)
@@ -276,7 +277,7 @@ class DevServer:
                "PYTHONWARNINGS": "ignore::UserWarning", **self.env}
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "functions.local.cli", "dev", "--port", str(self.port), "--state-dir",
-             str(self.state), "--workers", str(self.workers), "--quiet"],  # no request log: it costs per request
+             str(self.state), "--workers", str(self.workers), "--quiet", *self.args],  # --quiet: no request log
             cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=self.log.open("wb"))
         deadline = time.monotonic() + 120
         while True:

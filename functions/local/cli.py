@@ -150,6 +150,10 @@ def _admin(args: argparse.Namespace) -> int:
                                    expires_in_days=args.days)
         elif args.what == "tenant-plan":
             out = tenancy.set_plan(args.tenant, args.plan)
+        elif args.what == "tenant-move":
+            from postbox import moves
+
+            out = moves.move(args.tenant, args.to, step=lambda phase: print(f"tenant-move: {phase}", file=sys.stderr))
         elif args.what == "project-create":
             tenant = tenancy.tenant_id_by_name(args.tenant)
             if tenant is None:
@@ -272,6 +276,10 @@ def parser() -> argparse.ArgumentParser:
     tp = what.add_parser("tenant-plan", help="put a tenant on another plan, whose limits hold from the next request on")
     tp.add_argument("tenant", help="tenant name or id")
     tp.add_argument("plan", help="the plan's name: free, pro, unlimited, or one added to the plans table")
+    tm = what.add_parser("tenant-move", help="move a tenant live to another cell (a second run continues an"
+                                             " unfinished move)")
+    tm.add_argument("tenant", help="tenant name or id")
+    tm.add_argument("--to", required=True, help="the cell's name")
     pc = what.add_parser("project-create", help="create a project in a tenant (names are unique per tenant)")
     pc.add_argument("tenant", help="tenant name")
     pc.add_argument("name", help="the project's name")

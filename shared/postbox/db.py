@@ -268,6 +268,29 @@ def _available() -> Iterator[None]:
         if not _lost(e):
             raise
         raise unavailable("connection lost") from None
+    except psycopg.DatabaseError as e:
+        if e.sqlstate != FENCED:
+            raise
+        raise fenced(e) from None
+
+
+# ---- a tenant being moved to another cell ----------------------------------------------------------
+# While a tenant moves (`postbox.moves`), triggers on its source cell refuse its writes with FENCED,
+# from the final copy until its rows there are drained. Its requests answer 503 with Retry-After, and
+# its cached cell is forgotten: the retry asks the directory, which names the new cell once flipped.
+FENCED = "PB503"
+
+
+def fenced(error: psycopg.Error) -> errors.Unavailable:
+    diag = error.diag
+    found = errors.from_sqlstate(FENCED, diag.message_primary or "", diag.message_detail, diag.message_hint)
+    assert isinstance(found, errors.Unavailable)
+    tenant = found.details.pop("moving_tenant", None)
+    if tenant:
+        from . import directory  # the directory is built on this module
+
+        directory.forget(str(tenant))
+    return found
 
 
 # ---- when the database breaks a transaction off ---------------------------------------------------
@@ -441,6 +464,8 @@ def domain_errors() -> Iterator[None]:
         yield
     except psycopg.Error as e:
         diag = e.diag
+        if e.sqlstate == FENCED:
+            raise fenced(e) from None
         error = errors.from_sqlstate(e.sqlstate, diag.message_primary or "", diag.message_detail, diag.message_hint)
         if error is None:
             raise

@@ -87,6 +87,7 @@ _BY_SQLSTATE: dict[str, type[PostboxError]] = {
     "PB413": TooLarge,
     "PB422": Unprocessable,
     "PB429": TooManyRequests,
+    "PB503": Unavailable,  # a tenant being moved to another cell: its writes wait for the move
 }
 
 

@@ -25,6 +25,11 @@ def new_database(database_url: str, label: str) -> str:
     return url
 
 
+def second_database(database_url: str) -> str:
+    """A second cell's database: its ids are its own once it is numbered (`cell_ids.number`)."""
+    return new_database(database_url, "cell2")
+
+
 def drop_database(database_url: str, url: str) -> None:
     owner = database.OWNER_URL or database_url
     name = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
@@ -32,13 +37,17 @@ def drop_database(database_url: str, url: str) -> None:
         conn.execute(psycopg.sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(psycopg.sql.Identifier(name)))
 
 
+def cells_setting(*urls: str) -> str:
+    """POSTBOX_CELLS naming `urls` cell-1, cell-2, ..."""
+    return json.dumps([{"name": f"cell-{i}", "database_url": url} for i, url in enumerate(urls, 1)])
+
+
 def use_cells(monkeypatch, *urls: str) -> None:
     """The deployment's cells are `urls`, named cell-1, cell-2, ...; caches of the old ones dropped."""
     from functions.keys import clear_cache
     from postbox import config, directory
 
-    monkeypatch.setenv("POSTBOX_CELLS", json.dumps([{"name": f"cell-{i}", "database_url": url}
-                                                    for i, url in enumerate(urls, 1)]))
+    monkeypatch.setenv("POSTBOX_CELLS", cells_setting(*urls))
     config.reset()
     directory.forget()
     clear_cache()
