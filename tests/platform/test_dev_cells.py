@@ -142,7 +142,8 @@ def _work(c: httpx.Client, tenant: Tenant) -> list[dict]:
         if not claimed:
             return got
         for m in claimed:
-            done = c.post(f"{W}/scopes/{scope['id']}/messages/{m['id']}/complete", json={"claim_token": m["claim_token"]})
+            done = c.post(f"{W}/scopes/{scope['id']}/messages/{m['id']}/complete",
+                          json={"claim_token": m["claim_token"]})
             assert done.status_code == 200, done.text
             got.append(m["body"])
 
@@ -236,7 +237,7 @@ def test_tenants_on_two_cells_use_every_surface_at_once_each_seeing_only_its_own
         for table in ("api_keys", "sqs_credentials", "queues", "streams"):
             assert rows.get(table), (table, rows)
     assert _tenant_rows(url_two, near.id) == {} and _tenant_rows(url_one, far.id) == {}
-    for url, here, elsewhere in ((url_one, near, far), (url_two, far, near)):
+    for url, here in ((url_one, near), (url_two, far)):
         with psycopg.connect(url) as conn:
             held = {str(r[0]) for r in conn.execute("SELECT id FROM tenants WHERE id IN (%s, %s)", (near.id, far.id))}
         assert held == {here.id}
