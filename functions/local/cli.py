@@ -21,7 +21,7 @@ def _dev(args: argparse.Namespace) -> int:
     from functions.local.runtime import database, dev_key, dev_sqs_credential, use_key_ring
     from functions.local.scheduler import PERIODS_ENV, Scheduler, periods_from
     from functions.local.server import Server, serve_workers
-    from postbox import db
+    from postbox import config, db
 
     try:
         periods = periods_from(os.environ.get(PERIODS_ENV, ""))
@@ -63,6 +63,7 @@ def _dev(args: argparse.Namespace) -> int:
         # Each process has a pool per cell; together they stay well under PostgreSQL's 100 connections.
         per_process = 20 if workers == 1 else max(8, 80 // (workers + 1))
         os.environ.setdefault("POSTBOX_POOL_MAX", str(max(4, per_process // count)))
+        config.reset()  # the pools opened from here on take that size
         key = dev_key(state)
         if workers == 1:  # else each worker process builds its own (functions.local.server)
             http_server = Server(serving_gateway(request_log=not args.quiet), args.host, args.port)
