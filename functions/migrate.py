@@ -1,9 +1,12 @@
 """The `migrate` function: applies pending migrations (invoked by the Pulumi stack on deploy).
 
 It is also the operator's door to a database nothing public can reach: invoked with
-`{"action": "create-tenant", "name": ..., "plan": ...}` it creates a tenant and returns its first
-`manage` key; with `{"action": "create-key", "tenant": ..., "role": ..., "project": ...}` another key;
-with `{"action": "set-plan", "tenant": ..., "plan": ...}` it puts the tenant on another plan.
+`{"action": "create-tenant", "name": ..., "plan": ..., "cell": ...}` it creates a tenant (on the cell
+named, else on the one with the most room) and returns its first `manage` key; with
+`{"action": "create-key", "tenant": ..., "role": ..., "project": ...}` another key; with
+`{"action": "set-plan", "tenant": ..., "plan": ...}` it puts the tenant on another plan; with
+`{"action": "cells"}` it lists the cells, each with its schema version and its tenants. A command
+that names a tenant runs on the tenant's cell.
 
 On AWS it also holds the keys to the database roles: each run gives the application secret and the
 encryption key ring their first value if they have none and (re)applies the roles' logins, and
@@ -17,23 +20,22 @@ from typing import Any
 
 from functions import rotation
 from functions.observability import instrument
-from postbox import db, errors, migrate, tenancy
+from postbox import db, directory, errors, migrate, tenancy
 
 logger, metrics, lambda_handler = instrument("migrate")
 
 
 def _create_tenant(event: dict) -> dict:
-    tenant_id = tenancy.create_tenant(event["name"], plan=event.get("plan", "free"))
-    issued = tenancy.create_key(tenant_id, "manage", name="first key")
-    return {"tenant_id": tenant_id, "key": issued.key, "key_id": issued.key_id}
+    tenant_id = tenancy.create_tenant(event["name"], plan=event.get("plan", "free"), cell=event.get("cell"))
+    with directory.at(tenant_id) as cell:
+        issued = tenancy.create_key(tenant_id, "manage", name="first key")
+    return {"tenant_id": tenant_id, "cell": cell.name, "key": issued.key, "key_id": issued.key_id}
 
 
 def _create_key(event: dict) -> dict:
-    tenant_id = tenancy.tenant_id_by_name(event["tenant"])
-    if tenant_id is None:
-        raise errors.NotFound(f"no tenant {event['tenant']!r}")
-    issued = tenancy.create_key(tenant_id, event.get("role", "write"), project=event.get("project"),
-                                name=event.get("key_name", ""))
+    with tenancy.on_tenant(event["tenant"]) as tenant_id:
+        issued = tenancy.create_key(tenant_id, event.get("role", "write"), project=event.get("project"),
+                                    name=event.get("key_name", ""))
     return {"key": issued.key, "key_id": issued.key_id, "role": issued.role}
 
 
@@ -45,7 +47,11 @@ def _manages_secrets() -> bool:
     return bool(os.environ.get(rotation.APP_SECRET) or os.environ.get(rotation.KEYS_SECRET))
 
 
-_ACTIONS = {"create-tenant": _create_tenant, "create-key": _create_key, "set-plan": _set_plan}
+def _cells(event: dict) -> dict:
+    return {"cells": directory.report()}
+
+
+_ACTIONS = {"create-tenant": _create_tenant, "create-key": _create_key, "set-plan": _set_plan, "cells": _cells}
 
 
 @lambda_handler

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from postbox import tenancy
 from postbox.flows import hosted
 from postbox.flows.local_client import LocalClient
 from postbox.tenancy import Principal
@@ -43,8 +44,9 @@ def host(principal: Principal, factory: str, *, reset: bool = False) -> dict[str
 
 
 def host_for_tenant(tenant: str, factory: str, *, reset: bool = False) -> dict[str, Any]:
-    """`host` for an operator (the CLI): `tenant` is a tenant's name or id."""
-    return host(hosted.tenant_agent(tenant), factory, reset=reset)
+    """`host` for an operator (the CLI): `tenant` is a tenant's name or id, hosted on its cell."""
+    with tenancy.on_tenant(tenant) as tenant_id:
+        return host(hosted.agent(tenant_id), factory, reset=reset)
 
 
 def run_one(query_id: str, tenant_id: str, factory: str, *, budget_s: float,

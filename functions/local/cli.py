@@ -16,11 +16,12 @@ from pathlib import Path
 
 
 def _dev(args: argparse.Namespace) -> int:
+    from functions.local import dev_cells
     from functions.local.gateway import serving_gateway
-    from functions.local.runtime import database, dev_key, dev_sqs_credential, use_database, use_key_ring
+    from functions.local.runtime import database, dev_key, dev_sqs_credential, use_key_ring
     from functions.local.scheduler import PERIODS_ENV, Scheduler, periods_from
     from functions.local.server import Server, serve_workers
-    from postbox import db
+    from postbox import config, db
 
     try:
         periods = periods_from(os.environ.get(PERIODS_ENV, ""))
@@ -36,8 +37,9 @@ def _dev(args: argparse.Namespace) -> int:
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
     workers = max(1, args.workers)
-    # Each process has its own pool; together they stay well under PostgreSQL's 100 connections.
-    os.environ.setdefault("POSTBOX_POOL_MAX", "20" if workers == 1 else str(max(8, 80 // (workers + 1))))
+    if args.cells is not None and args.cells < 1:
+        print(f"postbox dev: --cells must be 1 or more, not {args.cells}", file=sys.stderr)
+        return 1
     os.environ.setdefault("POSTBOX_POOL_MIN", "2")  # opened at start (see LocalGateway.preload)
     if args.long_poll_ms:
         os.environ["POSTBOX_LONG_POLL_MS"] = str(args.long_poll_ms)
@@ -53,7 +55,15 @@ def _dev(args: argparse.Namespace) -> int:
         url, server = database(state)
         if server is not None:  # a database that dies is started again (and said so on stderr)
             supervisor = _supervise(server)
-        applied = use_database(url)
+        try:
+            count, applied = dev_cells.choose(state, url, args.cells)
+        except (dev_cells.TenantsHeld, ValueError) as e:
+            print(f"postbox dev: {e}", file=sys.stderr)
+            return 1
+        # Each process has a pool per cell; together they stay well under PostgreSQL's 100 connections.
+        per_process = 20 if workers == 1 else max(8, 80 // (workers + 1))
+        os.environ.setdefault("POSTBOX_POOL_MAX", str(max(4, per_process // count)))
+        config.reset()  # the pools opened from here on take that size
         key = dev_key(state)
         if workers == 1:  # else each worker process builds its own (functions.local.server)
             http_server = Server(serving_gateway(request_log=not args.quiet), args.host, args.port)
@@ -62,7 +72,8 @@ def _dev(args: argparse.Namespace) -> int:
         base = f"http://{args.host}:{args.port}"
         print(f"Postbox is running at {base}", flush=True)
         print(f"  database:  {'embedded, data in ' + str(state / 'pgdata') if server else 'DATABASE_URL'}")
-        print(f"  migrations applied now: {', '.join(applied) or 'none (up to date)'}")
+        print(f"  cells:     {_cells_line(url, count)}   (--cells; remembered in {state / dev_cells.CELLS_FILE})")
+        print(f"  migrations applied now: {_applied_line(applied)}")
         print(f"  development key: {key}   (also in {state / 'dev-key'})")
         sqs = dev_sqs_credential(state)
         print(f"  SQS:       {base}/sqs  access key id {sqs['access_key_id']}  secret {sqs['secret_access_key']}"
@@ -87,6 +98,27 @@ def _dev(args: argparse.Namespace) -> int:
             server.stop()
         print("Postbox stopped.", flush=True)
     return 0
+
+
+def _cells_line(first_url: str, count: int) -> str:
+    from functions.local import dev_cells
+
+    databases = (_dbname(url) for url in dev_cells.database_urls(first_url, count))
+    return ", ".join(f"{dev_cells.name(k)} (database {name})" for k, name in enumerate(databases, start=1))
+
+
+def _dbname(url: str) -> str:
+    import psycopg
+
+    return psycopg.conninfo.conninfo_to_dict(url).get("dbname") or "?"
+
+
+def _applied_line(applied: dict[str, list[str]]) -> str:
+    """What the migrations did, per cell when there are several."""
+    if len(applied) == 1:
+        (done,) = applied.values()
+        return ", ".join(done) or "none (up to date)"
+    return "; ".join(f"{cell}: {', '.join(done) or 'none (up to date)'}" for cell, done in applied.items())
 
 
 def _supervise(server: object) -> object:
@@ -117,37 +149,39 @@ def _port_free(host: str, port: int) -> bool:
     return True
 
 
-def _connect_admin() -> None:
-    from functions.local.runtime import database, use_database
+def _connect_admin(state_dir: str) -> None:
+    """Reach the cells of the server whose state dir this is (its database migrated, as at its start)."""
+    from functions.local import dev_cells
+    from functions.local.runtime import database
 
-    url, _ = database(Path(os.environ.get("POSTBOX_STATE_DIR", ".postbox")).resolve())
-    use_database(url)
+    state = Path(state_dir).resolve()
+    url, _ = database(state)
+    dev_cells.use_cells(url, dev_cells.remembered(state))
 
 
 def _admin(args: argparse.Namespace) -> int:
-    from postbox import errors, tenancy
+    from postbox import directory, errors, tenancy
 
-    _connect_admin()
+    _connect_admin(args.state_dir)
     try:
-        if args.what == "tenant-create":
-            tenant = tenancy.create_tenant(args.name, plan=args.plan)
-            out: object = {"tenant_id": tenant, "name": args.name, "plan": args.plan}
+        if args.what == "cells":
+            out: object = directory.report()
+        elif args.what == "tenant-create":
+            tenant = tenancy.create_tenant(args.name, plan=args.plan, cell=args.cell)
+            out = {"tenant_id": tenant, "name": args.name, "plan": args.plan,
+                   "cell": directory.cell_of(tenant).name}
         elif args.what == "key-create":
-            tenant = tenancy.tenant_id_by_name(args.tenant)
-            if tenant is None:
-                raise errors.NotFound(f"no tenant {args.tenant!r}")
-            expires = datetime.now(UTC) + timedelta(days=args.days) if args.days else None
-            issued = tenancy.create_key(tenant, args.role, project=args.project, name=args.name,
-                                        scopes=tuple(args.scope or ()), expires_at=expires)
+            with tenancy.on_tenant(args.tenant) as tenant:
+                expires = datetime.now(UTC) + timedelta(days=args.days) if args.days else None
+                issued = tenancy.create_key(tenant, args.role, project=args.project, name=args.name,
+                                            scopes=tuple(args.scope or ()), expires_at=expires)
             out = {"key": issued.key, "key_id": issued.key_id, "role": issued.role}
         elif args.what == "sqs-credentials":
             from postbox.sqs import credentials
 
-            tenant = tenancy.tenant_id_by_name(args.tenant)
-            if tenant is None:
-                raise errors.NotFound(f"no tenant {args.tenant!r}")
-            out = credentials.mint(tenant, args.role, project=args.project, name=args.name,
-                                   expires_in_days=args.days)
+            with tenancy.on_tenant(args.tenant) as tenant:
+                out = credentials.mint(tenant, args.role, project=args.project, name=args.name,
+                                       expires_in_days=args.days)
         elif args.what == "tenant-plan":
             out = tenancy.set_plan(args.tenant, args.plan)
         elif args.what == "tenant-move":
@@ -155,16 +189,12 @@ def _admin(args: argparse.Namespace) -> int:
 
             out = moves.move(args.tenant, args.to, step=lambda phase: print(f"tenant-move: {phase}", file=sys.stderr))
         elif args.what == "project-create":
-            tenant = tenancy.tenant_id_by_name(args.tenant)
-            if tenant is None:
-                raise errors.NotFound(f"no tenant {args.tenant!r}")
-            out = {"project_id": tenancy.create_project(tenant, args.name), "tenant": args.tenant,
-                   "name": args.name}
+            with tenancy.on_tenant(args.tenant) as tenant:
+                out = {"project_id": tenancy.create_project(tenant, args.name), "tenant": args.tenant,
+                       "name": args.name}
         elif args.what == "key-list":
-            tenant = tenancy.tenant_id_by_name(args.tenant)
-            if tenant is None:
-                raise errors.NotFound(f"no tenant {args.tenant!r}")
-            out = tenancy.list_keys(tenant)
+            with tenancy.on_tenant(args.tenant) as tenant:
+                out = tenancy.list_keys(tenant)
         elif args.what == "key-revoke":
             from postbox import config
 
@@ -265,14 +295,22 @@ def parser() -> argparse.ArgumentParser:
                      default=os.environ.get("POSTBOX_REQUEST_LOG", "").strip().lower() in ("0", "false", "no", "off"),
                      help="no request log (POSTBOX_REQUEST_LOG=0); otherwise each request prints one line on stderr:"
                           " time, method, path, status, milliseconds, tenant")
+    dev.add_argument("--cells", type=int, default=None,
+                     help="run this many cells, cell-1 to cell-N, each its own database on the one PostgreSQL"
+                          " (the state dir remembers it: when unset, as many as the last start, else 1)")
     dev.set_defaults(run=_dev)
 
     admin = sub.add_parser("admin", help="manage tenants, projects and API keys (DATABASE_URL or the local database)")
+    admin.add_argument("--state-dir", default=os.environ.get("POSTBOX_STATE_DIR", ".postbox"),
+                       help="the state dir of the `postbox dev` whose cells to manage (POSTBOX_STATE_DIR)")
     what = admin.add_subparsers(dest="what", required=True)
+    what.add_parser("cells", help="list the cells as JSON: each one's name, schema version and tenants")
     t = what.add_parser("tenant-create", help="create a tenant (with its `default` project)",
                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     t.add_argument("name", help="the tenant's unique name (also its account in durable stream URLs)")
     t.add_argument("--plan", default="free", choices=["free", "pro", "unlimited"], help="the tenant's plan")
+    t.add_argument("--cell", default=None,
+                   help="the cell to place it on (default: the one with the most room; `postbox admin cells`)")
     tp = what.add_parser("tenant-plan", help="put a tenant on another plan, whose limits hold from the next request on")
     tp.add_argument("tenant", help="tenant name or id")
     tp.add_argument("plan", help="the plan's name: free, pro, unlimited, or one added to the plans table")

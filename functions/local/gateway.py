@@ -92,15 +92,17 @@ class LocalGateway:
         before the first request: a worker's first requests then cost what the later ones do, as a
         Lambda function's handler is imported in its init phase, not by the request it serves.
         Each function's resolver builds every route's middleware stack here, before this process
-        serves requests from several threads at once (see `RequestLocalResolver`)."""
-        from postbox import db
+        serves requests from several threads at once (see `RequestLocalResolver`). Every cell's
+        pool is opened: the first request to each cell finds its connections ready."""
+        from postbox import cells, db
 
         for dotted in FUNCTIONS.values():
             entry_point(dotted)
             resolver = resolver_of(dotted)
             if resolver is not None:
                 resolver.build_routes()
-        db.pool().wait()
+        for _ in cells.each():
+            db.pool().wait()
 
     def handle(
         self, method: str, path: str, query: str, headers: list[tuple[str, str]], body: bytes,

@@ -24,8 +24,9 @@ def database(state_dir: Path) -> tuple[str, object | None]:
 
 
 def use_database(url: str) -> list[str]:
-    """Point this process's pool at `url` and apply pending migrations."""
+    """Point this process's pool at `url`, its one cell, and apply pending migrations."""
     os.environ["DATABASE_URL"] = url
+    os.environ.pop("POSTBOX_CELLS", None)
     config.reset()
     db.close_pool()
     return migrate.apply(url)

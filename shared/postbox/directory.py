@@ -129,3 +129,15 @@ def tenants_by_cell() -> dict[str, list[str]]:
             if name not in listed:
                 held[cells.default().name].append(name)
     return {cell: sorted(names) for cell, names in held.items()}
+
+
+def report() -> list[dict]:
+    """Every cell with its schema version (the highest table migration applied to its database)
+    and its tenants' names, the default cell first."""
+    by_cell = tenants_by_cell()
+    found = []
+    for cell in cells.each():
+        with db.connection() as conn:
+            version = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0]
+        found.append({"name": cell.name, "schema_version": version, "tenants": by_cell.get(cell.name, [])})
+    return found

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -128,18 +131,15 @@ def create_tenant(name: str, plan: str = "free", cell: str | None = None) -> str
 
 def set_plan(tenant: str, plan: str) -> dict:
     """Put the tenant (a name or an id) on the plan named: its limits hold from the next request on.
-    What it already has is kept when the new plan allows less: only new creations are refused."""
-    with db.transaction() as conn:
+    What it already has is kept when the new plan allows less: only new creations are refused.
+    It runs on the tenant's cell, whose `plans` are the ones that count for it."""
+    with on_tenant(tenant) as tenant_id, db.transaction() as conn:
         if conn.execute("SELECT 1 FROM plans WHERE name = %s", (plan,)).fetchone() is None:
             known = [r[0] for r in conn.execute("SELECT name FROM plans ORDER BY name")]
             raise Invalid(f"no plan named {plan!r}; one of {', '.join(known)}", code="plan")
-        row = conn.execute(
-            "UPDATE tenants SET plan = %s WHERE name = %s OR id::text = %s RETURNING id::text, name",
-            (plan, tenant, tenant),
-        ).fetchone()
-    if row is None:
-        raise NotFound(f"no tenant {tenant!r}")
-    return {"tenant_id": row[0], "name": row[1], "plan": plan}
+        name = conn.execute("UPDATE tenants SET plan = %s WHERE id = %s RETURNING name",
+                            (plan, tenant_id)).fetchone()[0]
+    return {"tenant_id": tenant_id, "name": name, "plan": plan}
 
 
 _default_projects: dict[str, str] = {}
@@ -178,6 +178,31 @@ def tenant_id_by_name(name: str) -> str | None:
     with cells.use(cells.default()), db.transaction() as conn:
         row = conn.execute("SELECT id FROM tenants WHERE name = %s", (name,)).fetchone()
         return str(row[0]) if row else None
+
+
+def tenant_id_of(tenant: str) -> str:
+    """The id of the tenant an operator names by its name or its id, on whichever cell it is
+    (NotFound when no cell has it)."""
+    found = tenant_id_by_name(tenant)
+    if found is not None:
+        return found
+    try:
+        tenant_id = str(uuid.UUID(tenant))
+    except ValueError:
+        raise NotFound(f"no tenant {tenant!r}") from None
+    with directory.at(tenant_id), db.connection() as conn:
+        if conn.execute("SELECT 1 FROM tenants WHERE id = %s", (tenant_id,)).fetchone() is None:
+            raise NotFound(f"no tenant {tenant!r}")
+    return tenant_id
+
+
+@contextmanager
+def on_tenant(tenant: str) -> Iterator[str]:
+    """Run the block on the cell of the tenant named by its name or id (an operator's command, which
+    no request routed); yields its id. NotFound when no cell has it."""
+    tenant_id = tenant_id_of(tenant)
+    with directory.at(tenant_id):
+        yield tenant_id
 
 
 def tenant_name(tenant_id: str) -> str | None:
@@ -261,13 +286,18 @@ def list_keys(tenant_id: str) -> list[dict]:
 
 
 def revoke_key(key_id: str) -> None:
+    """Revoke the key on whichever cell holds it (it lives with its tenant)."""
+    if cells.first(lambda: _revoke_here(key_id)) is None:
+        raise NotFound(f"no active key {key_id}")
+
+
+def _revoke_here(key_id: str) -> bool | None:
     with db.transaction() as conn:
         cur = conn.execute(
             "UPDATE api_keys SET revoked_at = clock_timestamp() WHERE id::text = %s AND revoked_at IS NULL",
             (key_id,),
         )
-        if cur.rowcount == 0:
-            raise NotFound(f"no active key {key_id}")
+    return True if cur.rowcount else None
 
 
 _RESOLVE = """

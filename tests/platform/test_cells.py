@@ -14,7 +14,7 @@ from functions.keys import clear_cache
 from functions.local.lambda_context import LocalContext
 from postbox import cells, config, db, directory, migrate, tenancy
 from postbox.agents import recorded
-from postbox.errors import Conflict, Invalid
+from postbox.errors import Conflict, Invalid, NotFound
 from postbox.sqs import credentials
 from support import database
 from support.events import api_event
@@ -187,3 +187,52 @@ def test_a_malformed_cells_setting_stops_the_start_with_its_reason(monkeypatch, 
     config.reset()
     with pytest.raises(RuntimeError, match=problem):
         cells.all_cells()
+
+
+# ---- operators' commands on the tenant's cell ---------------------------------------------------------
+
+
+def test_the_migrate_functions_actions_run_on_the_tenants_cell(two_cells):
+    from functions.migrate import handler
+
+    def migrate_handler(event: dict) -> dict:
+        return handler(event, LocalContext("migrate"))
+
+    _, two = two_cells
+    name = _name()
+    made = migrate_handler({"action": "create-tenant", "name": name, "cell": "cell-2"})
+    assert made["cell"] == "cell-2" and tenancy.resolve_key(made["key"]).tenant_id == made["tenant_id"]
+    another = migrate_handler({"action": "create-key", "tenant": name, "role": "read"})
+    assert tenancy.resolve_key(another["key"]).tenant_id == made["tenant_id"]
+    assert migrate_handler({"action": "set-plan", "tenant": name, "plan": "pro"})["plan"] == "pro"
+    with psycopg.connect(two) as conn:
+        assert conn.execute("SELECT plan FROM tenants WHERE id = %s", (made["tenant_id"],)).fetchone()[0] == "pro"
+    listed = migrate_handler({"action": "cells"})["cells"]
+    assert [c["name"] for c in listed] == ["cell-1", "cell-2"] and name in listed[1]["tenants"]
+    refused = migrate_handler({"action": "create-tenant", "name": _name(), "cell": "cell-7"})
+    assert "no cell named 'cell-7'" in refused["error"]
+
+
+def test_operators_name_a_tenant_of_any_cell_by_name_or_id(two_cells):
+    from postbox.flows import quotas
+
+    _, two = two_cells
+    name = _name()
+    tenant_id = tenancy.create_tenant(name, cell="cell-2")
+    for ref in (name, tenant_id):
+        with tenancy.on_tenant(ref) as found:
+            assert found == tenant_id and cells.current().name == "cell-2"
+    with pytest.raises(NotFound):
+        tenancy.tenant_id_of(str(uuid.uuid4()))
+    assert tenancy.set_plan(tenant_id, "unlimited")["name"] == name
+    assert quotas.grant(name, max_queries=3)["tenant_id"] == tenant_id
+    assert {"tenant": name, "max_queries": 3}.items() <= {g["tenant"]: g for g in quotas.list_grants()}[name].items()
+    assert quotas.revoke(tenant_id)["enabled"] is False
+    with directory.at(tenant_id):
+        key_id = tenancy.create_key(tenant_id, "read").key_id
+    tenancy.revoke_key(key_id)  # found on cell-2, asked from cell-1
+    with pytest.raises(NotFound):
+        tenancy.revoke_key(key_id)
+    with psycopg.connect(two) as conn:
+        assert conn.execute("SELECT plan FROM tenants WHERE id = %s", (tenant_id,)).fetchone()[0] == "unlimited"
+        assert conn.execute("SELECT revoked_at IS NOT NULL FROM api_keys WHERE id = %s", (key_id,)).fetchone()[0]

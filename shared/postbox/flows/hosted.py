@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from .. import db
-from ..errors import NotFound
 from ..tenancy import Principal
 from . import queries
 
@@ -25,15 +24,6 @@ def host(principal: Principal, factory: str, *, name: str, source_queue: str, si
                      " ON CONFLICT (query_id) DO UPDATE SET factory = excluded.factory, enabled = true",
                      (answer["query_id"], factory))
     return {**answer, "factory": factory}
-
-
-def tenant_agent(tenant: str) -> Principal:
-    """The agent's principal for a tenant named by its name or id (an operator's, the CLI's)."""
-    with db.transaction() as conn:
-        row = conn.execute("SELECT id::text FROM tenants WHERE name = %s OR id::text = %s", (tenant, tenant)).fetchone()
-    if row is None:
-        raise NotFound(f"no tenant {tenant!r}")
-    return agent(row[0])
 
 
 def unhost(query_id: str) -> None:

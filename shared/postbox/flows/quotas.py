@@ -11,23 +11,15 @@ from typing import Any
 
 import psycopg
 
-from .. import db
+from .. import cells, db, tenancy
 from ..errors import Forbidden, NotFound
 
 DEFAULT_TENANT = "default"
 
 
-def _tenant(conn: psycopg.Connection, tenant: str) -> str:
-    row = conn.execute("SELECT id FROM tenants WHERE name = %s OR id::text = %s", (tenant, tenant)).fetchone()
-    if row is None:
-        raise NotFound(f"no tenant {tenant!r}")
-    return str(row[0])
-
-
 def grant(tenant: str, *, max_queries: int | None = None, enabled: bool = True) -> dict[str, Any]:
-    """Create or replace a tenant's grant (`tenant` is a name or an id)."""
-    with db.transaction() as conn:
-        tid = _tenant(conn, tenant)
+    """Create or replace a tenant's grant (`tenant` is a name or an id), on the tenant's cell."""
+    with tenancy.on_tenant(tenant) as tid, db.transaction() as conn:
         conn.execute(
             "INSERT INTO flow_quotas (tenant_id, enabled, max_queries) VALUES (%s, %s, %s)"
             " ON CONFLICT (tenant_id) DO UPDATE SET enabled = excluded.enabled,"
@@ -39,8 +31,7 @@ def grant(tenant: str, *, max_queries: int | None = None, enabled: bool = True) 
 
 def revoke(tenant: str) -> dict[str, Any]:
     """Disable the grant (kept, so `list` shows it): new names are denied, existing queries run on."""
-    with db.transaction() as conn:
-        tid = _tenant(conn, tenant)
+    with tenancy.on_tenant(tenant) as tid, db.transaction() as conn:
         cur = conn.execute("UPDATE flow_quotas SET enabled = false, updated_at = clock_timestamp()"
                            " WHERE tenant_id = %s", (tid,))
         if cur.rowcount == 0:
@@ -49,14 +40,17 @@ def revoke(tenant: str) -> dict[str, Any]:
 
 
 def list_grants() -> list[dict[str, Any]]:
-    with db.transaction() as conn:
-        rows = conn.execute(
-            "SELECT t.name, q.tenant_id::text, q.enabled, q.max_queries,"
-            " (SELECT count(*) FROM flow_queries f WHERE f.tenant_id = q.tenant_id), q.updated_at"
-            " FROM flow_quotas q JOIN tenants t ON t.id = q.tenant_id ORDER BY t.name"
-        ).fetchall()
+    """Every cell's grants, by tenant name."""
+    rows = []
+    for _ in cells.each():
+        with db.transaction() as conn:
+            rows += conn.execute(
+                "SELECT t.name, q.tenant_id::text, q.enabled, q.max_queries,"
+                " (SELECT count(*) FROM flow_queries f WHERE f.tenant_id = q.tenant_id), q.updated_at"
+                " FROM flow_quotas q JOIN tenants t ON t.id = q.tenant_id"
+            ).fetchall()
     cols = ("tenant", "tenant_id", "enabled", "max_queries", "queries", "updated_at")
-    return [dict(zip(cols, r, strict=True)) for r in rows]
+    return [dict(zip(cols, r, strict=True)) for r in sorted(rows, key=lambda r: r[0])]
 
 
 def check_new_query(conn: psycopg.Connection, tenant_id: str) -> None:
