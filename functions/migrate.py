@@ -11,6 +11,10 @@ that names a tenant runs on the tenant's cell.
 On AWS it also holds the keys to the database roles: each run gives the application secret and the
 encryption key ring their first value if they have none and (re)applies the roles' logins, and
 Secrets Manager calls it to rotate both secrets (functions/rotation.py).
+
+Cells: the deploy invokes it once per cell, the event naming the cell (`{"cell": name}`): it
+migrates that cell and fills that cell's application secret, so one slow cell never times out
+another's run. An event naming no cell migrates every cell in turn (one cell: as before cells).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Any
 
 from functions import rotation
 from functions.observability import instrument
-from postbox import db, directory, errors, migrate, tenancy
+from postbox import cells, db, directory, errors, migrate, tenancy
 
 logger, metrics, lambda_handler = instrument("migrate")
 
@@ -54,21 +58,48 @@ def _cells(event: dict) -> dict:
 _ACTIONS = {"create-tenant": _create_tenant, "create-key": _create_key, "set-plan": _set_plan, "cells": _cells}
 
 
+def _migrate_here() -> tuple[list[str], dict[str, str]]:
+    """Apply the migrations to the current cell and give its secrets their first value."""
+    applied = migrate.apply(db.conninfo())
+    logger.info("migrations applied", extra={"applied": applied, "cell": cells.current().name})
+    return applied, (rotation.bootstrap() if _manages_secrets() else {})
+
+
+def _migrate(event: dict) -> dict:
+    """The cell the event names, or every cell: `applied` is that cell's list, or by cell."""
+    named = event.get("cell")
+    if named is not None:
+        try:
+            cell = cells.named(named)
+        except KeyError:  # a deploy naming a cell this function was not told of must fail
+            raise ValueError(f"no cell named {named!r}; cells: {', '.join(c.name for c in cells.all_cells())}"
+                             ) from None
+        with cells.use(cell):
+            applied, secrets = _migrate_here()
+        return {"cell": cell.name, "applied": applied, **({"secrets": secrets} if secrets else {})}
+    if not cells.several():
+        applied, secrets = _migrate_here()
+        return {"applied": applied, **({"secrets": secrets} if secrets else {})}
+    done: dict[str, list[str]] = {}
+    for cell in cells.each():
+        done[cell.name], _ = _migrate_here()
+    return {"applied": done}
+
+
 @lambda_handler
 def handler(event: dict, context: Any) -> dict:
-    if "Step" in (event or {}) and "SecretId" in event:  # Secrets Manager rotating a secret
+    event = event or {}
+    if "Step" in event and "SecretId" in event:  # Secrets Manager rotating a secret
         logger.info("rotation step", extra={"step": event["Step"], "secret": event["SecretId"]})
         rotation.rotate(event)
         return {"rotated": event["Step"]}
-    applied = migrate.apply(db.conninfo())
-    logger.info("migrations applied", extra={"applied": applied})
-    secrets = rotation.bootstrap() if _manages_secrets() else {}
-    action = (event or {}).get("action", "migrate")
+    action = event.get("action", "migrate")
+    done = _migrate(event if action == "migrate" else {})  # an action's own `cell` is where it acts
     if action == "migrate":
-        return {"applied": applied, **({"secrets": secrets} if secrets else {})}
+        return done
     if action not in _ACTIONS:
         return {"error": f"unknown action {action!r}; one of migrate, {', '.join(_ACTIONS)}"}
     try:
-        return {"applied": applied, **_ACTIONS[action](event)}
+        return {"applied": done["applied"], **_ACTIONS[action](event)}
     except (KeyError, errors.PostboxError) as e:
         return {"error": getattr(e, "message", f"missing field {e}")}

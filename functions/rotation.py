@@ -7,6 +7,10 @@ one function with the master user's credentials and DDL rights):
 * the payload encryption key ring (`{"current": id, "keys": {id: key, ...}}`): rotating adds a
   fresh key and makes it current, keeping every old key, so old messages still open.
 
+Each cell has its own application secret (POSTBOX_CELL_APP_SECRETS, by cell name; without cells,
+POSTBOX_APP_SECRET_ARN is the one cell's): rotating it sets the password on that cell's role; the
+key ring is one for every cell.
+
 The four steps are Secrets Manager's (createSecret, setSecret, testSecret, finishSecret), each
 safe to repeat. `bootstrap` gives both secrets their first value on the first deploy, so no secret
 value ever passes through Pulumi.
@@ -21,10 +25,11 @@ from typing import Any
 
 import psycopg
 
-from postbox import db, roles
+from postbox import cells, db, roles
 from postbox.partitioned import payloads
 
 APP_SECRET = "POSTBOX_APP_SECRET_ARN"
+CELL_APP_SECRETS = "POSTBOX_CELL_APP_SECRETS"  # {"<cell>": "<its db-app secret's ARN>", ...}
 KEYS_SECRET = "POSTBOX_ENCRYPTION_KEYS_SECRET_ARN"
 
 
@@ -36,8 +41,19 @@ def _client(client: Any = None) -> Any:
     return boto3.client("secretsmanager", region_name=os.environ.get("AWS_REGION"))
 
 
+def app_secrets() -> dict[str, str]:
+    """Each cell's application secret by cell name."""
+    if os.environ.get(CELL_APP_SECRETS):
+        return json.loads(os.environ[CELL_APP_SECRETS])
+    return {cells.default().name: os.environ[APP_SECRET]} if os.environ.get(APP_SECRET) else {}
+
+
+def _cell_of(arn: str) -> str:
+    return next(name for name, secret in app_secrets().items() if secret == arn)
+
+
 def _kind(arn: str) -> str:
-    if arn == os.environ.get(APP_SECRET):
+    if arn in app_secrets().values():
         return "app"
     if arn == os.environ.get(KEYS_SECRET):
         return "keys"
@@ -59,11 +75,11 @@ def _current(sm: Any, arn: str) -> str | None:
 
 
 def bootstrap(client: Any = None) -> dict[str, str]:
-    """Give each configured secret a first value if it has none; (re)apply the app role's login."""
+    """Give the current cell's application secret and the key ring a first value if they have none;
+    (re)apply the app role's login on the current cell."""
     sm = _client(client)
     done = {}
-    for env in (APP_SECRET, KEYS_SECRET):
-        arn = os.environ.get(env)
+    for env, arn in ((APP_SECRET, app_secrets().get(cells.current().name)), (KEYS_SECRET, os.environ.get(KEYS_SECRET))):
         if not arn:
             continue
         current = _current(sm, arn)
@@ -84,6 +100,13 @@ def rotate(event: dict, client: Any = None, test_conninfo: str | None = None) ->
     sm = _client(client)
     arn, token, step = event["SecretId"], event["ClientRequestToken"], event["Step"]
     kind = _kind(arn)
+    if kind == "app":  # its cell's role
+        with cells.use(_cell_of(arn)):
+            return _step(sm, arn, token, step, kind, test_conninfo)
+    return _step(sm, arn, token, step, kind, test_conninfo)
+
+
+def _step(sm: Any, arn: str, token: str, step: str, kind: str, test_conninfo: str | None) -> None:
     stages = sm.describe_secret(SecretId=arn).get("VersionIdsToStages", {})
     if "AWSCURRENT" in stages.get(token, ()):
         return  # already done
@@ -117,9 +140,11 @@ def rotate(event: dict, client: Any = None, test_conninfo: str | None = None) ->
 
 
 def _app_conninfo(password: str) -> str:
-    """The cluster itself (the proxy would still use the current password) as the app role."""
+    """The cell's cluster itself (the proxy would still use the current password) as the app role:
+    POSTBOX_CELLS names it as the cell's `listen_host`; without cells, POSTBOX_DB_CLUSTER_HOST."""
     info = psycopg.conninfo.conninfo_to_dict(db.conninfo())
     info.update(user=roles.APP, password=password)
-    if os.environ.get("POSTBOX_DB_CLUSTER_HOST"):
-        info["host"] = os.environ["POSTBOX_DB_CLUSTER_HOST"]
+    host = cells.current().listen_host or os.environ.get("POSTBOX_DB_CLUSTER_HOST")
+    if host:
+        info["host"] = host
     return psycopg.conninfo.make_conninfo(**info)

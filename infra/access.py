@@ -13,18 +13,25 @@ By kind of function (from the route and schedule tables, never a list here):
   invoker role with a tenant's session tag (never invoking a consumer itself: infra/consumer_invoker.py);
 * GDPR exports: the work-gdpr agent puts them in the export bucket, the surface serving the export
   routes reads them (to presign download URLs); both under `exports/` only.
+
+Every database statement names every cell's proxy or cluster (one resource where there is one cell,
+as before cells), and on a stack with `cells:` every function is told the cells (`POSTBOX_CELLS`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
 from functions import routes as route_table
 from functions import schedules as agent_table
+from infra import cells as cell_parts
 from infra import exports
+from infra.cells import Cell
 from infra.database import APP_USER, DB_NAME, LISTEN_USER, Database
 from infra.network import PG_PORT
 from infra.secrets import Secrets
@@ -70,12 +77,23 @@ class Spec:
 class Context:
     """What the policies and environments point at."""
 
-    db: Database
+    cells: list[Cell]  # the first is the default
     secrets: Secrets
     failures: aws.sqs.Queue
     consumer_invoker_arn: pulumi.Output[str]  # the role consumers are invoked as, one tenant at a time
     function_arn_prefix: pulumi.Output[str]  # arn:...:function:
     exports: aws.s3.Bucket  # the GDPR export bucket
+    cells_named: bool = False  # the stack's config lists `cells:` (POSTBOX_CELLS is set)
+
+    @property
+    def db(self) -> Database:
+        """The default cell's database (the old single-database settings point at it)."""
+        return self.cells[0].db
+
+    def each(self, of: Callable[[Cell], Any]) -> Any:
+        """`of` every cell: a list, or the one value where there is one cell (as before cells)."""
+        found = [of(cell) for cell in self.cells]
+        return found[0] if len(found) == 1 else found
 
 
 def has_dispatcher() -> bool:
@@ -134,12 +152,12 @@ def policy(s: Settings, spec: Spec, log_group_arn: pulumi.Output[str], ctx: Cont
         # X-Ray has no resource-level permissions: these two actions only exist on "*".
         allow("XRay", XRAY_ACTIONS, "*")
     if spec.kind == MIGRATE:
-        allow("DbMasterSecret", ["secretsmanager:GetSecretValue"], ctx.db.secret_arn)
-        allow("RotateSecrets", ROTATION_ACTIONS, [ctx.secrets.app.arn, ctx.secrets.keys.arn])
+        allow("DbMasterSecret", ["secretsmanager:GetSecretValue"], ctx.each(lambda c: c.db.secret_arn))
+        allow("RotateSecrets", ROTATION_ACTIONS, [*(c.app_secret.arn for c in ctx.cells), ctx.secrets.keys.arn])
     else:
-        allow("DbConnectAsApp", ["rds-db:connect"], ctx.db.proxy_user_arn(APP_USER))
+        allow("DbConnectAsApp", ["rds-db:connect"], ctx.each(lambda c: c.db.proxy_user_arn(APP_USER)))
     if spec.kind == SURFACE:
-        allow("DbListen", ["rds-db:connect"], ctx.db.cluster_user_arn(LISTEN_USER))
+        allow("DbListen", ["rds-db:connect"], ctx.each(lambda c: c.db.cluster_user_arn(LISTEN_USER)))
         allow("EncryptionKeys", ["secretsmanager:GetSecretValue"], ctx.secrets.keys.arn)
     if starts_dispatches(spec):
         allow("StartConsumerDispatch", ["lambda:InvokeFunction"],
@@ -173,13 +191,18 @@ def environment(s: Settings, spec: Spec, ctx: Context) -> dict[str, pulumi.Input
     if spec.kind == MIGRATE:
         env.update(
             POSTBOX_DB_SECRET_ARN=db.secret_arn,
-            POSTBOX_APP_SECRET_ARN=ctx.secrets.app.arn,
+            POSTBOX_APP_SECRET_ARN=ctx.cells[0].app_secret.arn,
             POSTBOX_ENCRYPTION_KEYS_SECRET_ARN=ctx.secrets.keys.arn,
             POSTBOX_DB_CLUSTER_HOST=db.cluster_endpoint,
             POSTBOX_LISTEN_CONNECTION_LIMIT=str(s.listen_connection_limit),
         )
     else:
         env.update(POSTBOX_DB_USER=APP_USER, POSTBOX_DB_IAM_AUTH="true")
+    if ctx.cells_named:
+        # The old settings above still name the first cell; POSTBOX_CELLS, when set, is what counts.
+        env["POSTBOX_CELLS"] = cell_parts.environment(ctx.cells, with_secrets=spec.kind == MIGRATE)
+        if spec.kind == MIGRATE:
+            env["POSTBOX_CELL_APP_SECRETS"] = cell_parts.app_secrets(ctx.cells)
     if spec.kind == SURFACE:
         env.update(
             POSTBOX_FRONT_DOOR=s.front_door,

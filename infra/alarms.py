@@ -5,8 +5,9 @@ What they watch, derived from the route and schedule tables:
 * the API answering 5xx;
 * every function's errors and throttles (throttles mean requests failed or an agent skipped a tick);
 * agent runs that failed for good (a message in the agent failures queue);
-* the database: CPU, capacity (ACU) near the configured maximum, connections;
-* RDS Proxy sessions pinned (the design keeps them at zero: see docs/architecture.md);
+* each cell's database: CPU, capacity (ACU) near its maximum, connections (the first cell's alarms
+  under the names they had before cells, later cells' `<prefix>-<cell>-db-...`);
+* each cell's RDS Proxy sessions pinned (the design keeps them at zero: see docs/architecture.md);
 * back-pressure: how long the oldest deliverable message of a queue with a consumer has waited.
 """
 
@@ -18,7 +19,7 @@ import pulumi_aws as aws
 from functions import schedules as agent_table
 from infra.access import AGENT, CONSUMER_DISPATCH, MIGRATE
 from infra.api import Api
-from infra.database import Database
+from infra.cells import Cell
 from infra.functions import Deployed
 from infra.settings import Settings
 
@@ -27,7 +28,7 @@ NAMESPACE = "Postbox"  # functions.observability: the metrics' namespace (EMF re
 OLDEST_MESSAGE_METRIC = "ConsumerOldestMessageAge"  # emitted by the consumer-dispatch agent
 
 
-def build(s: Settings, api: Api | None, fns: dict[str, Deployed], db: Database,
+def build(s: Settings, api: Api | None, fns: dict[str, Deployed], cells: list[Cell],
           failures: aws.sqs.Queue) -> aws.sns.Topic:
     topic = aws.sns.Topic("alarms", name=f"{s.prefix}-alarms")
     if s.alarm_email:
@@ -69,17 +70,23 @@ def build(s: Settings, api: Api | None, fns: dict[str, Deployed], db: Database,
           "could not invoke its agent: read the message in the agent failures queue",
           "AWS/SQS", "ApproximateNumberOfMessagesVisible", {"QueueName": failures.name}, 1, statistic="Maximum")
 
-    cluster = {"DBClusterIdentifier": db.cluster.cluster_identifier}
-    alarm("db-cpu", f"{s.prefix}-db-cpu", "Aurora CPU high for 15 minutes", "AWS/RDS", "CPUUtilization", cluster,
-          s.alarm_db_cpu_percent, statistic="Average", periods=3)
-    alarm("db-acu", f"{s.prefix}-db-acu", "Aurora capacity near dbMaxAcu for 15 minutes: raise it or find the load",
-          "AWS/RDS", "ServerlessDatabaseCapacity", cluster, round(s.db_max_acu * 0.9, 2), statistic="Average",
-          periods=3)
-    alarm("db-connections", f"{s.prefix}-db-connections", "Aurora connections high", "AWS/RDS",
-          "DatabaseConnections", cluster, s.alarm_db_connections, statistic="Maximum")
-    alarm("proxy-pinned", f"{s.prefix}-proxy-pinned", "RDS Proxy sessions pinned: something holds session state "
-          "(LISTEN, an advisory lock, SET) through the proxy", "AWS/RDS", "DatabaseConnectionsCurrentlySessionPinned",
-          {"ProxyName": db.proxy.name}, s.alarm_pinned_connections, statistic="Maximum", periods=2)
+    for cell in cells:
+        db, prefix = cell.db, cell.physical
+        of = "" if cell.first else f" (cell {cell.spec.name})"
+        cluster = {"DBClusterIdentifier": db.cluster.cluster_identifier}
+        alarm(cell.logical("db-cpu"), f"{prefix}-db-cpu", f"Aurora CPU high for 15 minutes{of}", "AWS/RDS",
+              "CPUUtilization", cluster, s.alarm_db_cpu_percent, statistic="Average", periods=3)
+        alarm(cell.logical("db-acu"), f"{prefix}-db-acu",
+              "Aurora capacity near dbMaxAcu for 15 minutes: raise it or find the load" if cell.first else
+              f"Aurora capacity near its maxAcu for 15 minutes{of}: raise it, find the load or move tenants off",
+              "AWS/RDS", "ServerlessDatabaseCapacity", cluster, round(cell.spec.max_acu * 0.9, 2), statistic="Average",
+              periods=3)
+        alarm(cell.logical("db-connections"), f"{prefix}-db-connections", f"Aurora connections high{of}", "AWS/RDS",
+              "DatabaseConnections", cluster, s.alarm_db_connections, statistic="Maximum")
+        alarm(cell.logical("proxy-pinned"), f"{prefix}-proxy-pinned", f"RDS Proxy sessions pinned{of}: something "
+              "holds session state (LISTEN, an advisory lock, SET) through the proxy", "AWS/RDS",
+              "DatabaseConnectionsCurrentlySessionPinned", {"ProxyName": db.proxy.name}, s.alarm_pinned_connections,
+              statistic="Maximum", periods=2)
     if any(a.name == CONSUMER_DISPATCH for a in agent_table.AGENTS):
         alarm("consumer-backlog", f"{s.prefix}-consumer-backlog", "A queue's consumer falls behind: its oldest "
               "deliverable message waited too long", NAMESPACE, OLDEST_MESSAGE_METRIC,

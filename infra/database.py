@@ -11,18 +11,25 @@ and requires TLS.
 One exception to "only through the proxy": a long poll LISTENs, which would pin a proxy session, so
 the surface functions open one connection straight to the cluster for it, as `postbox_listen` (may
 only register waiters), with IAM authentication and a connection limit on that role.
+
+Each cell (infra/cells.py) has one of these, its resources the cell's children: the first cell's
+under today's names, so a stack without `cells:` keeps the database it has.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_aws as aws
 
-from infra.network import PG_PORT, Network
+from infra.network import PG_PORT
 from infra.settings import Settings
+
+if TYPE_CHECKING:
+    from infra.cells import Cell
 
 DB_NAME = "postbox"
 MASTER_USER = "postbox"
@@ -69,11 +76,15 @@ def _rds_db_arn(any_rds_arn: str, resource_id: str, user: str) -> str:
     return f"arn:{partition}:rds-db:{region}:{account}:dbuser:{resource_id}/{user}"
 
 
-def build(s: Settings, net: Network, app_secret: aws.secretsmanager.Secret) -> Database:
-    subnet_group = aws.rds.SubnetGroup("db", subnet_ids=net.subnet_ids, description="Postbox private subnets")
+def build(s: Settings, cell: Cell, subnet_ids: list[pulumi.Output[str]], app_secret: aws.secretsmanager.Secret,
+          db_sg: aws.ec2.SecurityGroup, proxy_sg: aws.ec2.SecurityGroup) -> Database:
+    """The cell's cluster, instances and proxy: logical names from `cell.logical`, physical ones
+    from `cell.physical` (the stack's prefix for the first cell, `<prefix>-<cell>` for the others)."""
+    subnet_group = aws.rds.SubnetGroup(cell.logical("db"), subnet_ids=subnet_ids,
+                                       description="Postbox private subnets", opts=cell.opts())
     cluster = aws.rds.Cluster(
-        "db",
-        cluster_identifier=s.prefix,
+        cell.logical("db"),
+        cluster_identifier=cell.physical,
         engine="aurora-postgresql",
         engine_mode="provisioned",  # Serverless v2 is "provisioned" with db.serverless instances
         engine_version=s.db_engine_version,
@@ -83,26 +94,27 @@ def build(s: Settings, net: Network, app_secret: aws.secretsmanager.Secret) -> D
         iam_database_authentication_enabled=True,  # postbox_listen logs in with IAM tokens
         storage_encrypted=True,
         db_subnet_group_name=subnet_group.name,
-        vpc_security_group_ids=[net.db_sg.id],
+        vpc_security_group_ids=[db_sg.id],
         port=PG_PORT,
         serverlessv2_scaling_configuration=aws.rds.ClusterServerlessv2ScalingConfigurationArgs(
-            min_capacity=s.db_min_acu,
-            max_capacity=s.db_max_acu,
+            min_capacity=cell.spec.min_acu,
+            max_capacity=cell.spec.max_acu,
         ),
         backup_retention_period=s.db_backup_retention_days,
         copy_tags_to_snapshot=True,
         deletion_protection=s.deletion_protection,
         skip_final_snapshot=s.skip_final_snapshot,
-        final_snapshot_identifier=None if s.skip_final_snapshot else f"{s.prefix}-final",
+        final_snapshot_identifier=None if s.skip_final_snapshot else f"{cell.physical}-final",
         enabled_cloudwatch_logs_exports=["postgresql"],
         # Version upgrades are a deliberate config change, applied in the maintenance window.
         allow_major_version_upgrade=False,
         apply_immediately=False,
+        opts=cell.opts(),
     )
     instances = [
         aws.rds.ClusterInstance(
-            f"db-{i}",
-            identifier=f"{s.prefix}-{i}",
+            cell.logical(f"db-{i}"),
+            identifier=f"{cell.physical}-{i}",
             cluster_identifier=cluster.id,
             instance_class="db.serverless",
             engine=cluster.engine,
@@ -110,13 +122,14 @@ def build(s: Settings, net: Network, app_secret: aws.secretsmanager.Secret) -> D
             db_subnet_group_name=subnet_group.name,
             publicly_accessible=False,
             auto_minor_version_upgrade=True,
+            opts=cell.opts(),
         )
         for i in range(s.db_instances)
     ]
     secret_arn = cluster.master_user_secrets.apply(lambda secrets: secrets[0].secret_arn)
 
     proxy_role = aws.iam.Role(
-        "proxy",
+        cell.logical("proxy"),
         description="RDS Proxy: read the Postbox DB secret",
         assume_role_policy=json.dumps(
             {
@@ -130,11 +143,12 @@ def build(s: Settings, net: Network, app_secret: aws.secretsmanager.Secret) -> D
                 ],
             }
         ),
+        opts=cell.opts(),
     )
     # Both secrets are encrypted with the AWS-managed `aws/secretsmanager` key, whose key
     # policy already lets Secrets Manager decrypt for callers in the account: no kms grant needed.
     proxy_policy = aws.iam.RolePolicy(
-        "proxy",
+        cell.logical("proxy"),
         role=proxy_role.id,
         policy=pulumi.Output.json_dumps(
             {
@@ -149,15 +163,16 @@ def build(s: Settings, net: Network, app_secret: aws.secretsmanager.Secret) -> D
                 ],
             }
         ),
+        opts=cell.opts(),
     )
     proxy = aws.rds.Proxy(
-        "db",
-        name=s.prefix,
+        cell.logical("db"),
+        name=cell.physical,
         engine_family="POSTGRESQL",
         require_tls=True,
         role_arn=proxy_role.arn,
-        vpc_subnet_ids=net.subnet_ids,
-        vpc_security_group_ids=[net.proxy_sg.id],
+        vpc_subnet_ids=subnet_ids,
+        vpc_security_group_ids=[proxy_sg.id],
         idle_client_timeout=1800,
         auths=[
             aws.rds.ProxyAuthArgs(
@@ -175,22 +190,23 @@ def build(s: Settings, net: Network, app_secret: aws.secretsmanager.Secret) -> D
                 description="postbox_app: every other function",
             ),
         ],
-        opts=pulumi.ResourceOptions(depends_on=[proxy_policy]),
+        opts=cell.opts(depends_on=[proxy_policy]),
     )
     target_group = aws.rds.ProxyDefaultTargetGroup(
-        "db",
+        cell.logical("db"),
         db_proxy_name=proxy.name,
         connection_pool_config=aws.rds.ProxyDefaultTargetGroupConnectionPoolConfigArgs(
             max_connections_percent=90,
             max_idle_connections_percent=10,
             connection_borrow_timeout=10,
         ),
+        opts=cell.opts(),
     )
     target = aws.rds.ProxyTarget(
-        "db",
+        cell.logical("db"),
         db_proxy_name=proxy.name,
         target_group_name=target_group.name,
         db_cluster_identifier=cluster.cluster_identifier,
-        opts=pulumi.ResourceOptions(depends_on=instances),
+        opts=cell.opts(depends_on=instances),
     )
     return Database(cluster, instances, proxy, target, secret_arn, app_secret.arn)

@@ -7,8 +7,8 @@ two layers, run in the private subnets, and each gets its own role (infra/access
 kind may do).
 
 Deploy order: the migrate function is created (or updated) first and run (`after_migrate`, the
-migration invocation); every other function depends on that run, so new code never meets an old
-schema. A failed migration fails the deploy before any surface changes.
+migration invocations, one per cell); every other function depends on those runs, so new code never
+meets an old schema on any cell. A failed migration fails the deploy before any surface changes.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from functions import sizes
 from infra import access, consumer_invoker, streaming
 from infra.access import AGENT, CONSUMER_DISPATCH, MIGRATE, SURFACE, Context, Spec
 from infra.artifacts import FUNCTIONS_ZIP, archive, layer_requirements
-from infra.database import Database
+from infra.cells import Cell
 from infra.layers import ARCHITECTURE, RUNTIME, Layers
 from infra.network import Network
 from infra.secrets import Secrets
@@ -85,11 +85,11 @@ def function_name(s: Settings, spec: Spec) -> str:
 def build(
     s: Settings,
     net: Network,
-    db: Database,
+    cells: list[Cell],
     layers: Layers,
     secrets: Secrets,
     failures: aws.sqs.Queue,
-    after_migrate: Callable[[Deployed], pulumi.Resource],
+    after_migrate: Callable[[Deployed], list[pulumi.Resource]],
     exports: aws.s3.Bucket,
 ) -> dict[str, Deployed]:
     if s.tracing and "aws-xray-sdk" not in layer_requirements():
@@ -99,12 +99,13 @@ def build(
     region = aws.get_region_output().region
     account = aws.get_caller_identity_output().account_id
     ctx = Context(
-        db=db,
+        cells=cells,
         secrets=secrets,
         failures=failures,
         consumer_invoker_arn=consumer_invoker.role_arn(s, partition, account),
         function_arn_prefix=pulumi.Output.format("arn:{0}:lambda:{1}:{2}:function:", partition, region, account),
         exports=exports,
+        cells_named=s.cells_named,
     )
     trust = json.dumps(
         {
@@ -116,7 +117,7 @@ def build(
     )
 
     deployed: dict[str, Deployed] = {}
-    migration: pulumi.Resource | None = None
+    migration: list[pulumi.Resource] = []
     for spec in specs(s):
         name = function_name(s, spec)
         log_group = aws.cloudwatch.LogGroup(
@@ -128,7 +129,7 @@ def build(
         )
         # The role's policy must exist before Lambda checks the VPC permissions on create; every
         # function but migrate waits for the migration run.
-        after: list[pulumi.Resource] = [policy, log_group] + ([migration] if migration is not None else [])
+        after: list[pulumi.Resource] = [policy, log_group, *migration]
         function = aws.lambda_.Function(
             f"fn-{spec.name}",
             name=name,

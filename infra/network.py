@@ -6,17 +6,22 @@ for the dispatcher's per-tenant sessions)
 through interface endpoints, and to S3 (GDPR exports) through a gateway endpoint. Security groups
 chain functions -> proxy -> database on 5432, plus functions -> database on 5432 for the long polls'
 LISTEN connections (the proxy would pin them), functions -> S3's prefix list on 443, and nothing else.
+Each cell has its own proxy and database groups (`cell_groups`), the first cell's under today's names.
 """
 
 from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_aws as aws
 
 from infra.settings import Settings
+
+if TYPE_CHECKING:
+    from infra.cells import Cell
 
 PG_PORT = 5432
 # AWS APIs the functions call from inside the VPC (`com.amazonaws.<region>.<service>`).
@@ -28,8 +33,6 @@ class Network:
     vpc: aws.ec2.Vpc
     subnets: list[aws.ec2.Subnet]
     functions_sg: aws.ec2.SecurityGroup
-    proxy_sg: aws.ec2.SecurityGroup
-    db_sg: aws.ec2.SecurityGroup
     endpoints_sg: aws.ec2.SecurityGroup
 
     @property
@@ -37,13 +40,15 @@ class Network:
         return [s.id for s in self.subnets]
 
 
-def _sg(name: str, vpc: aws.ec2.Vpc, description: str) -> aws.ec2.SecurityGroup:
+def _sg(name: str, vpc: aws.ec2.Vpc, description: str, opts: pulumi.ResourceOptions | None = None
+        ) -> aws.ec2.SecurityGroup:
     # No inline rules: the provider then removes AWS's default allow-all egress, and every rule
     # below is its own resource, so no rule exists that this file does not show.
-    return aws.ec2.SecurityGroup(name, vpc_id=vpc.id, description=description, tags={"Name": name})
+    return aws.ec2.SecurityGroup(name, vpc_id=vpc.id, description=description, tags={"Name": name}, opts=opts)
 
 
-def _allow(name: str, *, into: aws.ec2.SecurityGroup, source: aws.ec2.SecurityGroup, port: int, what: str) -> None:
+def _allow(name: str, *, into: aws.ec2.SecurityGroup, source: aws.ec2.SecurityGroup, port: int, what: str,
+           opts: pulumi.ResourceOptions | None = None) -> None:
     """`source` may open TCP `port` on `into`: an ingress rule on one side, egress on the other."""
     aws.vpc.SecurityGroupIngressRule(
         f"{name}-in",
@@ -53,6 +58,7 @@ def _allow(name: str, *, into: aws.ec2.SecurityGroup, source: aws.ec2.SecurityGr
         from_port=port,
         to_port=port,
         description=what,
+        opts=opts,
     )
     aws.vpc.SecurityGroupEgressRule(
         f"{name}-out",
@@ -62,6 +68,7 @@ def _allow(name: str, *, into: aws.ec2.SecurityGroup, source: aws.ec2.SecurityGr
         from_port=port,
         to_port=port,
         description=what,
+        opts=opts,
     )
 
 
@@ -88,14 +95,8 @@ def build(s: Settings) -> Network:
     ]
 
     functions_sg = _sg("functions", vpc, "Postbox Lambda functions")
-    proxy_sg = _sg("proxy", vpc, "Postbox RDS Proxy: 5432 from the functions only")
-    # (and from the functions' LISTEN connections: changing a description would replace the group)
-    db_sg = _sg("db", vpc, "Postbox Aurora cluster: 5432 from the proxy only")
     endpoints_sg = _sg("endpoints", vpc, "Interface endpoints: 443 from the functions only")
 
-    _allow("functions-to-proxy", into=proxy_sg, source=functions_sg, port=PG_PORT, what="functions -> RDS Proxy")
-    _allow("proxy-to-db", into=db_sg, source=proxy_sg, port=PG_PORT, what="RDS Proxy -> Aurora")
-    _allow("functions-to-db", into=db_sg, source=functions_sg, port=PG_PORT, what="long-poll LISTEN -> Aurora")
     _allow(
         "functions-to-endpoints",
         into=endpoints_sg,
@@ -136,4 +137,20 @@ def build(s: Settings) -> Network:
         description="functions -> S3 (gateway endpoint)",
     )
 
-    return Network(vpc, subnets, functions_sg, proxy_sg, db_sg, endpoints_sg)
+    return Network(vpc, subnets, functions_sg, endpoints_sg)
+
+
+def cell_groups(cell: Cell, net: Network) -> tuple[aws.ec2.SecurityGroup, aws.ec2.SecurityGroup]:
+    """A cell's proxy and database groups (proxy, db): functions -> its proxy -> its cluster, and
+    functions -> its cluster for LISTEN. One cell's groups never admit another's proxy."""
+    of = "" if cell.first else f" (cell {cell.spec.name})"
+    proxy_sg = _sg(cell.logical("proxy"), net.vpc, f"Postbox RDS Proxy: 5432 from the functions only{of}", cell.opts())
+    # (and from the functions' LISTEN connections: changing a description would replace the group)
+    db_sg = _sg(cell.logical("db"), net.vpc, f"Postbox Aurora cluster: 5432 from the proxy only{of}", cell.opts())
+    _allow(cell.logical("functions-to-proxy"), into=proxy_sg, source=net.functions_sg, port=PG_PORT,
+           what="functions -> RDS Proxy", opts=cell.opts())
+    _allow(cell.logical("proxy-to-db"), into=db_sg, source=proxy_sg, port=PG_PORT, what="RDS Proxy -> Aurora",
+           opts=cell.opts())
+    _allow(cell.logical("functions-to-db"), into=db_sg, source=net.functions_sg, port=PG_PORT,
+           what="long-poll LISTEN -> Aurora", opts=cell.opts())
+    return proxy_sg, db_sg

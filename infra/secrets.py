@@ -8,55 +8,80 @@
 
 Neither secret gets a value from Pulumi: the first migrate run gives each its first value, and
 Secrets Manager calls the migrate function to rotate them on a schedule (functions/rotation.py).
+
+Each cell has its own `db-app` secret (its proxy's login to its cluster), given its first value by
+the cell's migration run; the key ring is the stack's, one for every cell, so a tenant's sealed
+payloads and handles open on whichever cell it is moved to.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_aws as aws
 
 from infra.settings import Settings
 
+if TYPE_CHECKING:
+    from infra.cells import Cell
+
 
 @dataclass
 class Secrets:
-    app: aws.secretsmanager.Secret
-    keys: aws.secretsmanager.Secret
+    keys: aws.secretsmanager.Secret  # the stack's; each cell holds its own db-app secret
+
+
+def _secret(s: Settings, name: str, physical: str, description: str,
+            opts: pulumi.ResourceOptions | None = None) -> aws.secretsmanager.Secret:
+    recovery = 0 if s.stack == "dev" else 7  # dev stacks come and go; elsewhere a delete can be undone
+    return aws.secretsmanager.Secret(name, name=physical, description=description, recovery_window_in_days=recovery,
+                                     opts=opts)
 
 
 def build(s: Settings) -> Secrets:
-    recovery = 0 if s.stack == "dev" else 7  # dev stacks come and go; elsewhere a delete can be undone
-
-    def secret(name: str, description: str) -> aws.secretsmanager.Secret:
-        return aws.secretsmanager.Secret(
-            name, name=f"{s.prefix}/{name}", description=description, recovery_window_in_days=recovery
-        )
-
-    return Secrets(
-        app=secret("db-app", "Postbox: the postbox_app database role's login (RDS Proxy reads it)"),
-        keys=secret("encryption-keys", "Postbox: payload encryption key ring (current key + every older one)"),
-    )
+    return Secrets(keys=_secret(s, "encryption-keys", f"{s.prefix}/encryption-keys",
+                                "Postbox: payload encryption key ring (current key + every older one)"))
 
 
-def rotate(s: Settings, secrets: Secrets, migrate_fn: aws.lambda_.Function, after: pulumi.Resource) -> None:
-    """Rotation schedules; created after the migration run that gave both secrets their first value."""
-    permission = aws.lambda_.Permission(
+def app_secret(s: Settings, cell: Cell) -> aws.secretsmanager.Secret:
+    """The cell's postbox_app login: `<prefix>/db-app` for the first cell, `<prefix>/<cell>/db-app` after."""
+    physical = f"{s.prefix}/db-app" if cell.first else f"{s.prefix}/{cell.spec.name}/db-app"
+    of = "" if cell.first else f" (cell {cell.spec.name})"
+    return _secret(s, cell.logical("db-app"), physical,
+                   f"Postbox: the postbox_app database role's login (RDS Proxy reads it){of}", cell.opts())
+
+
+def invoke_permission(migrate_fn: aws.lambda_.Function) -> aws.lambda_.Permission:
+    """Secrets Manager may call the migrate function, which rotates every secret the stack owns."""
+    return aws.lambda_.Permission(
         "secretsmanager-invoke-migrate",
         action="lambda:InvokeFunction",
         function=migrate_fn.name,
         principal="secretsmanager.amazonaws.com",
     )
-    for name, secret, days in (
-        ("db-app", secrets.app, s.app_secret_rotation_days),
-        ("encryption-keys", secrets.keys, s.encryption_key_rotation_days),
-    ):
-        aws.secretsmanager.SecretRotation(
-            f"rotate-{name}",
-            secret_id=secret.id,
-            rotation_lambda_arn=migrate_fn.arn,
-            rotation_rules=aws.secretsmanager.SecretRotationRotationRulesArgs(automatically_after_days=days),
-            rotate_immediately=False,
-            opts=pulumi.ResourceOptions(depends_on=[permission, after]),
-        )
+
+
+def rotation(name: str, secret: aws.secretsmanager.Secret, days: int, migrate_fn: aws.lambda_.Function,
+             opts: pulumi.ResourceOptions) -> aws.secretsmanager.SecretRotation:
+    """A rotation schedule; `opts` make it wait for the migration run that gave the secret its first
+    value (and for `invoke_permission`)."""
+    return aws.secretsmanager.SecretRotation(
+        name,
+        secret_id=secret.id,
+        rotation_lambda_arn=migrate_fn.arn,
+        rotation_rules=aws.secretsmanager.SecretRotationRotationRulesArgs(automatically_after_days=days),
+        rotate_immediately=False,
+        opts=opts,
+    )
+
+
+def rotate(s: Settings, secrets: Secrets, cells: list[Cell], migrate_fn: aws.lambda_.Function) -> None:
+    """Every rotation schedule: each cell's db-app secret, and the key ring after the first cell's run."""
+    permission = invoke_permission(migrate_fn)
+    for cell in cells:
+        rotation(cell.logical("rotate-db-app"), cell.app_secret, s.app_secret_rotation_days, migrate_fn,
+                 cell.opts(depends_on=[permission, cell.migration]))
+    rotation("rotate-encryption-keys", secrets.keys, s.encryption_key_rotation_days, migrate_fn,
+             pulumi.ResourceOptions(depends_on=[permission, cells[0].migration]))

@@ -6,8 +6,10 @@ the keys; keep the two in step.
 
 from __future__ import annotations
 
+import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import pulumi
 
@@ -22,6 +24,22 @@ FUNCTION_URL_RESERVED_CONCURRENCY = 50  # per surface function, when its URL is 
 DEFAULT_LOG_SAMPLE_RATE = 0.01
 DEFAULT_LOG_SLOW_MS = 1000
 FUNCTION_TIMEOUT_MAX_S = 900  # Lambda's; behind API Gateway the integration's 30 s bound it first
+# Cells (`cells:`): the one cell of a stack that names none, and what a cell's config may say.
+DEFAULT_CELL = "cell-1"  # postbox.cells: POSTBOX_CELL_NAME's default
+CELL_NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")  # postbox.cells.CELL_NAME
+CELL_KEYS = ("name", "minAcu", "maxAcu", "region")
+MAX_CELLS = 8  # POSTBOX_CELLS names every cell in each function's environment (Lambda's 4 KB in all)
+AURORA_MAX_ACU = 256
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """One cell of the stack: an Aurora cluster of its own, with its proxy, secrets and schedules."""
+
+    name: str
+    min_acu: float
+    max_acu: float  # also its weight: new tenants go to the cell with the most room per ACU
+    region: str | None = None  # only the stack's own region (see docs/deploy.md, cells)
 
 
 @dataclass(frozen=True)
@@ -84,6 +102,11 @@ class Settings:
     stream_max_seconds: int  # the longest a streamed answer (an open SSE read) lasts on AWS
     durable_streaming_api: bool  # a streaming REST API beside the HTTP API for the durable surface
     snap_start: tuple[str, ...]  # the surface functions published with SnapStart
+    # cells: the first is the default (today's database, the directory's home); one `cell-1` from
+    # the database settings above when the config names none (`cells_named` False: today's stack)
+    cells: tuple[CellSpec, ...] = ()
+    cells_named: bool = False
+    region: str | None = None  # the stack's region when its config or environment says it
 
 
 def load() -> Settings:
@@ -161,8 +184,48 @@ def load() -> Settings:
         durable_streaming_api=boolean("durableStreamingApi", front_door == API_GATEWAY),
         snap_start=_functions(cfg.get("snapStart") or "none"),
     )
+    listed = cfg.get_object("cells")
+    region = pulumi.Config("aws").get("region") or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    s = replace(s, region=region, cells_named=listed is not None,
+                cells=(CellSpec(DEFAULT_CELL, s.db_min_acu, s.db_max_acu),) if listed is None
+                else _cells(listed, s.db_min_acu, s.db_max_acu))
     _check(s)
     return s
+
+
+def _cells(listed: Any, min_acu: float, max_acu: float) -> tuple[CellSpec, ...]:
+    """`cells:` as config gives it (a YAML list of mappings), refused by name where it is wrong."""
+    if not isinstance(listed, list) or not listed:
+        raise ValueError("cells must be a non-empty list of cells, each a mapping with a name")
+    if len(listed) > MAX_CELLS:
+        raise ValueError(f"cells: at most {MAX_CELLS} (every function's environment names every cell)")
+    out: list[CellSpec] = []
+    for i, item in enumerate(listed):
+        if not isinstance(item, dict):
+            raise ValueError(f"cells[{i}] must be a mapping ({', '.join(CELL_KEYS)}), not {item!r}")
+        unknown = sorted(set(item) - set(CELL_KEYS))
+        if unknown:
+            raise ValueError(f"cells[{i}]: unknown key {', '.join(unknown)} (a cell has {', '.join(CELL_KEYS)})")
+        name = item.get("name")
+        if not isinstance(name, str) or not CELL_NAME.fullmatch(name):
+            raise ValueError(f"cells[{i}]: name must be 1-32 of a-z, 0-9 and -, beginning with a letter;"
+                             f" not {name!r}")
+        if any(c.name == name for c in out):
+            raise ValueError(f"cells: two cells are named {name}")
+        acu = {}
+        for key, default in (("minAcu", min_acu), ("maxAcu", max_acu)):
+            value = item.get(key, default)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"cells[{i}] ({name}): {key} must be a number of ACUs, not {value!r}")
+            acu[key] = float(value)
+        if not 0 <= acu["minAcu"] <= acu["maxAcu"] <= AURORA_MAX_ACU or acu["maxAcu"] <= 0:
+            raise ValueError(f"cells[{i}] ({name}): need 0 <= minAcu <= maxAcu <= {AURORA_MAX_ACU} and maxAcu > 0"
+                             " (maxAcu is the cell's weight when tenants are placed)")
+        region = item.get("region")
+        if region is not None and (not isinstance(region, str) or not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d", region)):
+            raise ValueError(f"cells[{i}] ({name}): region must be an AWS region such as eu-west-1, not {region!r}")
+        out.append(CellSpec(name, acu["minAcu"], acu["maxAcu"], region))
+    return tuple(out)
 
 
 def _functions(value: str) -> tuple[str, ...]:
@@ -183,6 +246,19 @@ def _functions(value: str) -> tuple[str, ...]:
 
 def _check(s: Settings) -> None:
     """Fail the preview, not the deploy, on settings AWS would reject or that cannot work."""
+    for cell in s.cells[1:]:  # the first cell's cluster and proxy keep the stack's own names
+        if len(f"{s.prefix}-{cell.name}") > 60:
+            raise ValueError(f"cells: {cell.name}: its cluster and proxy are named {s.prefix}-{cell.name}, over RDS"
+                             " Proxy's 60 characters: a shorter cell name (or namePrefix)")
+    for cell in s.cells:
+        if cell.region is None or cell.region == s.region:
+            continue
+        if s.region is None:
+            raise ValueError(f"cells: {cell.name} names region {cell.region}: set aws:region so the stack's region"
+                             " is known (a cell's region must be the stack's)")
+        raise ValueError(f"cells: {cell.name} is in {cell.region}, the stack in {s.region}: a cell in another region"
+                         " needs a VPC there peered with the stack's and IAM tokens signed for that region, which"
+                         " this program does not build: give it no region, or the stack's")
     if s.az_count < 2:
         raise ValueError("azCount must be at least 2 (Aurora and RDS Proxy need two AZs)")
     if not 0 <= s.db_min_acu <= s.db_max_acu:

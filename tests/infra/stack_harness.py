@@ -10,6 +10,7 @@ import asyncio
 import json
 import runpy
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,9 @@ class Recorded:
     id: str
     inputs: dict[str, Any]
     outputs: dict[str, Any]
+    urn: str = ""  # what the engine would call it (its parents' types in it)
+    aliases: tuple[str, ...] = ()  # the URNs it was known by before (Pulumi `aliases`)
+    custom: bool = True  # False: a component (nothing in the cloud)
 
     def policy(self) -> dict:
         """The parsed IAM policy document of a Role / RolePolicy input."""
@@ -62,16 +66,21 @@ def _outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
         physical = inputs.get("bucketPrefix", "") + "abc123"
         out.update(id=physical, bucket=physical, arn=f"arn:aws:s3:::{physical}")
     elif typ == "aws:rds/cluster:Cluster":
+        # The first (or only) cell's "db" has the constants above; another cell's are its own.
+        cell = "" if name == "db" else name.removesuffix("-db")
         out.update(
             id=inputs.get("clusterIdentifier", name),
             clusterIdentifier=inputs.get("clusterIdentifier", name),
             arn=f"arn:aws:rds:{REGION}:{ACCOUNT}:cluster:{inputs.get('clusterIdentifier', name)}",
-            clusterResourceId=CLUSTER_RESOURCE_ID,
-            endpoint=CLUSTER_ENDPOINT,
-            masterUserSecrets=[{"secretArn": SECRET_ARN, "kmsKeyId": "aws/secretsmanager", "secretStatus": "active"}],
+            clusterResourceId=f"{CLUSTER_RESOURCE_ID}{cell.upper()}",
+            endpoint=CLUSTER_ENDPOINT.replace("postbox.", f"postbox{cell}.", 1),
+            masterUserSecrets=[{"secretArn": SECRET_ARN + cell, "kmsKeyId": "aws/secretsmanager",
+                                "secretStatus": "active"}],
         )
     elif typ == "aws:rds/proxy:Proxy":
-        out.update(endpoint=PROXY_ENDPOINT, arn=f"arn:aws:rds:{REGION}:{ACCOUNT}:db-proxy:{PROXY_RESOURCE_ID}")
+        cell = "" if name == "db" else name.removesuffix("-db")
+        out.update(endpoint=PROXY_ENDPOINT.replace("postbox.", f"postbox{cell}.", 1),
+                   arn=f"arn:aws:rds:{REGION}:{ACCOUNT}:db-proxy:{PROXY_RESOURCE_ID}{cell}")
     elif typ == "aws:sqs/queue:Queue":
         out.update(url=f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{physical}",
                    arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:{physical}")
@@ -123,12 +132,29 @@ def _outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
 class RecordingMocks(pulumi.runtime.Mocks):
     def __init__(self) -> None:
         self.resources: list[Recorded] = []
+        self._registering = threading.local()  # the resource this thread's registration recorded
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         outputs = _outputs(args.typ, args.name, args.inputs)
         rid = outputs.pop("id")
-        self.resources.append(Recorded(args.typ, args.name, rid, dict(args.inputs), outputs))
+        self._registering.found = Recorded(args.typ, args.name, rid, dict(args.inputs), outputs, custom=args.custom)
+        self.resources.append(self._registering.found)
         return rid, {**args.inputs, **outputs}
+
+    def watch(self, monitor: Any) -> None:
+        """Give each recorded resource its URN and its aliases' URNs, which the mocks' own
+        `new_resource` is not told."""
+        register = monitor.RegisterResource
+
+        def registered(request):
+            response = register(request)
+            if request.type != "pulumi:pulumi:Stack":
+                found = self._registering.found
+                found.urn = _engine_urn(response.urn)
+                found.aliases = tuple(_engine_urn(_alias_urn(monitor, a, request)) for a in request.aliases)
+            return response
+
+        monitor.RegisterResource = registered
 
     def call(self, args: pulumi.runtime.MockCallArgs):
         token = args.token
@@ -141,6 +167,20 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if token == "aws:index/getPartition:getPartition":
             return {"partition": "aws", "dnsSuffix": "amazonaws.com", "id": "aws"}
         raise NotImplementedError(f"unmocked invoke {token}")
+
+
+def _engine_urn(urn: str) -> str:
+    """As the engine spells it: the mocks put the root stack's type in front of its children's."""
+    return urn.replace("::pulumi:pulumi:Stack$", "::", 1)
+
+
+def _alias_urn(monitor: Any, alias: Any, request: Any) -> str:
+    """The URN an alias names (a full URN, or a spec: another name, type or parent)."""
+    if alias.WhichOneof("alias") == "urn":
+        return alias.urn
+    spec = alias.spec
+    parent = "" if spec.noParent else (spec.parentUrn or request.parent)
+    return monitor.make_urn(parent, spec.type or request.type, spec.name or request.name)
 
 
 @dataclass
@@ -168,8 +208,13 @@ def run_stack(stack: str = "prod", config: dict[str, Any] | None = None, program
     asyncio.set_event_loop(asyncio.new_event_loop())
     mocks = RecordingMocks()
     pulumi.runtime.settings.ROOT.set(None)  # a fresh root Stack resource per run
-    pulumi.runtime.set_all_config({f"postbox:{k}": str(v) for k, v in (config or {}).items()}, [])
+    # `postbox:` keys by their short name; others (`aws:region`) in full. A list or mapping (`cells`)
+    # as JSON, as `pulumi config set --path` would store it.
+    pulumi.runtime.set_all_config({(k if ":" in k else f"postbox:{k}"): v if isinstance(v, str) else
+                                   json.dumps(v) if isinstance(v, list | dict) else str(v)
+                                   for k, v in (config or {}).items()}, [])
     pulumi.runtime.set_mocks(mocks, project="postbox", stack=stack, preview=False)
+    mocks.watch(pulumi.runtime.settings.get_monitor())
     run = StackRun(stack, mocks.resources)
     exported: dict[str, Any] = {}
 

@@ -30,9 +30,11 @@ def all_function_names(run: StackRun) -> set[str]:
 # --- deploy order ------------------------------------------------------------------------------
 
 
-def test_every_function_but_migrate_waits_for_the_migration_run(monkeypatch):
+@pytest.mark.parametrize("cells", [None, [{"name": "cell-1"}, {"name": "east"}]], ids=["one-cell", "two-cells"])
+def test_every_function_but_migrate_waits_for_the_migration_run(monkeypatch, cells):
     """New code never meets an old schema: each function's create/update depends on the invocation
-    of the migrate function (which itself depends on the migrate function and the database)."""
+    of the migrate function on every cell (which itself depends on the migrate function and the
+    cell's database)."""
     import infra.migrate
 
     seen: dict[str, list] = {}
@@ -44,19 +46,20 @@ def test_every_function_but_migrate_waits_for_the_migration_run(monkeypatch):
         seen[resource_name] = list((opts.depends_on or []) if opts else [])
         original_fn(self, resource_name, *args, opts=opts, **kwargs)
 
-    def record_build(fn, db):
-        invocations.append(original_build(fn, db))
+    def record_build(fn, cell, named):
+        invocations.append(original_build(fn, cell, named))
         return invocations[-1]
 
     monkeypatch.setattr(aws.lambda_.Function, "__init__", record_fn)
     monkeypatch.setattr(infra.migrate, "build", record_build)
-    run = run_stack("prod")
-    (invocation,) = invocations
-    assert len(run.of_type("aws:lambda/invocation:Invocation")) == 1
+    run = run_stack("prod", {"cells": cells} if cells else None)
+    assert len(invocations) == len(cells or [None])
+    assert len(run.of_type("aws:lambda/invocation:Invocation")) == len(invocations)
     assert set(seen) == {f"fn-{n}" for n in (*route_table.FUNCTIONS, "migrate",
                                             *(a.name for a in agent_table.AGENTS))}
     for name, depends_on in seen.items():
-        assert (invocation in depends_on) == (name != "fn-migrate"), name
+        for invocation in invocations:
+            assert (invocation in depends_on) == (name != "fn-migrate"), name
 
 
 # --- silent failures ---------------------------------------------------------------------------

@@ -10,42 +10,14 @@ import psycopg
 import pytest
 
 from functions.api.queues.app import handler as queues_handler
-from functions.keys import clear_cache
 from functions.local.lambda_context import LocalContext
-from postbox import cells, config, db, directory, migrate, tenancy
+from postbox import cells, config, db, directory, tenancy
 from postbox.agents import recorded
 from postbox.errors import Conflict, Invalid, NotFound
 from postbox.sqs import credentials
-from support import database
 from support.events import api_event
 
 CTX = LocalContext("queues")
-
-
-@pytest.fixture(scope="module")
-def second_cell_url(database_url):
-    """A second database on the session's server, migrated: the second cell."""
-    owner = database.OWNER_URL or database_url
-    name = f"postbox_cell2_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(owner, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    info = psycopg.conninfo.conninfo_to_dict(owner)
-    info["dbname"] = name
-    url = psycopg.conninfo.make_conninfo(**info)
-    migrate.apply(url)
-    yield url
-
-
-@pytest.fixture
-def two_cells(database_url, second_cell_url, monkeypatch):
-    monkeypatch.setenv("POSTBOX_CELLS", json.dumps([{"name": "cell-1", "database_url": database_url},
-                                                    {"name": "cell-2", "database_url": second_cell_url}]))
-    config.reset()
-    directory.forget()
-    clear_cache()
-    yield database_url, second_cell_url
-    directory.forget()
-    clear_cache()
 
 
 def _holds(url: str, tenant_id: str) -> bool:
