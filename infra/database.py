@@ -12,7 +12,7 @@ One exception to "only through the proxy": a long poll LISTENs, which would pin 
 the surface functions open one connection straight to the cluster for it, as `postbox_listen` (may
 only register waiters), with IAM authentication and a connection limit on that role.
 
-Each cell (infra/cells.py) has one of these, its resources the cell's children: the first cell's
+Each cell (its component) has one of these, its resources the cell's children: the first cell's
 under today's names, so a stack without `cells:` keeps the database it has.
 """
 
@@ -20,16 +20,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_aws as aws
 
 from infra.network import PG_PORT
+from infra.placement import Cell
 from infra.settings import Settings
-
-if TYPE_CHECKING:
-    from infra.cells import Cell
 
 DB_NAME = "postbox"
 MASTER_USER = "postbox"

@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_aws as aws
 
+from infra.placement import Cell
 from infra.settings import Settings
-
-if TYPE_CHECKING:
-    from infra.cells import Cell
 
 PG_PORT = 5432
 # AWS APIs the functions call from inside the VPC (`com.amazonaws.<region>.<service>`).

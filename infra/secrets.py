@@ -17,15 +17,12 @@ payloads and handles open on whichever cell it is moved to.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_aws as aws
 
+from infra.placement import Cell
 from infra.settings import Settings
-
-if TYPE_CHECKING:
-    from infra.cells import Cell
 
 
 @dataclass

@@ -287,10 +287,17 @@ def fenced(error: psycopg.Error) -> errors.Unavailable:
     assert isinstance(found, errors.Unavailable)
     tenant = found.details.pop("moving_tenant", None)
     if tenant:
-        from . import directory  # the directory is built on this module
-
-        directory.forget(str(tenant))
+        for forget in _on_fenced:
+            forget(str(tenant))
     return found
+
+
+_on_fenced: list[Callable[[str], None]] = []
+
+
+def on_fenced(forget: Callable[[str], None]) -> None:
+    """Have `fenced` also call `forget(tenant_id)` (the directory drops the tenant's cached cell)."""
+    _on_fenced.append(forget)
 
 
 # ---- when the database breaks a transaction off ---------------------------------------------------

@@ -63,6 +63,9 @@ def forget(tenant_id: str | None = None) -> None:
         _cache.pop(tenant_id, None)
 
 
+db.on_fenced(forget)  # a request that met a moving tenant's fence routes afresh when it runs again
+
+
 def _known(name: str) -> cells.Cell:
     try:
         return cells.named(name)

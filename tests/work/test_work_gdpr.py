@@ -322,8 +322,9 @@ def _spread_over_partitions(world: World) -> None:
     """Every other journal row of the tenant 20 days back: into the partition that holds the weeks
     before this one's (the default), so the journal rows live in two partitions."""
     with db.connection() as conn:
-        conn.execute("UPDATE work_journal SET at = at - interval '20 days'"
-                     " WHERE tenant_id = %s AND seq / 1024 %% 2 = 0", (world.tenant.tenant_id,))
+        conn.execute("UPDATE work_journal SET at = at - interval '20 days' WHERE tenant_id = %(t)s AND seq IN"
+                     " (SELECT seq FROM (SELECT seq, row_number() OVER (ORDER BY seq) AS n FROM work_journal"
+                     "  WHERE tenant_id = %(t)s) r WHERE n %% 2 = 0)", {"t": world.tenant.tenant_id})
         assert conn.execute("SELECT count(DISTINCT tableoid) FROM work_journal WHERE tenant_id = %s",
                             (world.tenant.tenant_id,)).fetchone()[0] == 2
 
