@@ -24,7 +24,7 @@ import psycopg
 
 from .. import cell_ids, cells, config, db, directory
 from ..errors import Conflict, Invalid, NotFound
-from . import copying, triggers
+from . import copying, counters, triggers
 from .tables import Table, tables
 
 CATCH_UP_PASSES = 20  # at most, before the freeze
@@ -169,6 +169,7 @@ def _freeze_and_flip(control: psycopg.Connection, src: psycopg.Connection, dst: 
     triggers.install_fence(src, move_id, owned, tenant_id)  # the freeze counts from before: writers wait for it
     while copying.apply_pass(src, dst, move_id, owned):
         pass
+    counters.settle(src, dst, owned)  # the work queues' figures, exact on the target (see counters.py)
     say("check")
     figures, differ = copying.check(src, dst, owned)
     if differ:  # give the tenant its writes back and copy again from the catch-up
