@@ -88,3 +88,16 @@ def test_a_second_mover_is_refused_while_one_runs(two_cells, moving):
         running.execute("SELECT pg_advisory_lock(4242, hashtext(%s))", (moving.id,))
         with pytest.raises(Conflict, match="already running"):
             moves.move(moving.name, "cell-2")
+
+
+def test_the_migrate_function_moves_a_tenant_and_refuses_by_name(two_cells, moving):
+    from functions.local.lambda_context import LocalContext
+    from functions.migrate import handler
+
+    ctx = LocalContext("migrate")
+    assert "missing field 'cell'" in handler({"action": "tenant-move", "tenant": moving.name}, ctx)["error"]
+    assert "no cell named 'cell-9'" in handler({"action": "tenant-move", "tenant": moving.name, "cell": "cell-9"},
+                                                ctx)["error"]
+    out = handler({"action": "tenant-move", "tenant": moving.name, "cell": "cell-2"}, ctx)
+    assert out["moved"]["to"] == "cell-2" and out["moved"]["from"] == "cell-1", out
+    assert directory.cell_of(moving.id).name == "cell-2"

@@ -5,8 +5,9 @@ the source log the keys of the tenant's rows that change (capture), each table i
 then catch-up passes copy again what changed, until little is left. Then a short write freeze: a
 fence refuses the tenant's writes on the source (503 with Retry-After), the last changes are
 copied, counts and checksums compared table by table, the target's sequences raised, and the
-directory flipped. After the directory cache's staleness bound the source's rows are deleted and
-the triggers dropped.
+directory flipped. Meanwhile the target skips every write of the tenant's rows but the mover's
+(its agents sweep every tenant: they must not deliver or sweep the copy). After the directory
+cache's staleness bound the source's rows are deleted and the triggers dropped.
 
 Every phase is recorded in the first cell's `control.tenant_moves`, and each step is idempotent, so
 a mover killed anywhere is continued by the next run; a session advisory lock on the first cell
@@ -24,7 +25,7 @@ import psycopg
 
 from .. import cell_ids, cells, config, db, directory
 from ..errors import Conflict, Invalid, NotFound
-from . import copying, triggers
+from . import copying, counters, triggers
 from .tables import Table, tables
 
 CATCH_UP_PASSES = 20  # at most, before the freeze
@@ -121,6 +122,8 @@ def _run(control: psycopg.Connection, src: psycopg.Connection, dst: psycopg.Conn
     phase, copied = control.execute("SELECT phase, copied FROM control.tenant_moves WHERE id = %s",
                                     (move_id,)).fetchone()
     report: dict[str, Any] = {"tenant": tenant_id, "from": source.name, "to": target.name, "move": move_id}
+    if phase in ("copying", "catching_up", "frozen"):  # the target's agents leave the copy alone until the check
+        triggers.install_arrival(dst, move_id, owned, tenant_id)
     if phase == "copying":
         cell_ids.number(target)  # a cell that holds no tenant yet takes its number: its ids are its own
         say("capture")
@@ -146,6 +149,7 @@ def _run(control: psycopg.Connection, src: psycopg.Connection, dst: psycopg.Conn
     if phase == "flipped":
         say("drain")
         triggers.remove(src, move_id, owned, "capture")
+        triggers.remove(dst, move_id, owned, "arrival")  # (gone already, unless a crash came between)
         wait = control.execute("SELECT extract(epoch FROM flipped_at + make_interval(secs => %s) - clock_timestamp())"
                                " FROM control.tenant_moves WHERE id = %s",
                                (config.settings().cell_cache_seconds, move_id)).fetchone()[0]
@@ -169,6 +173,7 @@ def _freeze_and_flip(control: psycopg.Connection, src: psycopg.Connection, dst: 
     triggers.install_fence(src, move_id, owned, tenant_id)  # the freeze counts from before: writers wait for it
     while copying.apply_pass(src, dst, move_id, owned):
         pass
+    counters.settle(src, dst, owned)  # the work queues' figures, exact on the target (see counters.py)
     say("check")
     figures, differ = copying.check(src, dst, owned)
     if differ:  # give the tenant its writes back and copy again from the catch-up
@@ -177,6 +182,7 @@ def _freeze_and_flip(control: psycopg.Connection, src: psycopg.Connection, dst: 
         raise Conflict(f"the copy differs from the source in {', '.join(differ)}; run the move again to"
                        " copy them again", code="move_check")
     cell_ids.advance_sequences(dst, cell_ids.positions(src))  # its next ids follow the ones it brought
+    triggers.remove(dst, move_id, owned, "arrival")  # the copy is the tenant's now (its source fenced)
     say("flip")
     name = src.execute("SELECT name FROM tenants WHERE id = %s", (tenant_id,)).fetchone()[0]
     with control.transaction():

@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import psycopg
 from psycopg import sql
 
+from . import counters
 from .tables import Table
 
 
@@ -20,7 +21,7 @@ def copy_table(src: psycopg.Connection, dst: psycopg.Connection, table: Table) -
     with dst.transaction():
         dst.execute(sql.SQL("DELETE FROM {} WHERE {}").format(table.ident(), sql.SQL(table.where)))
         out = sql.SQL("COPY (SELECT {} FROM {} WHERE {}) TO STDOUT (FORMAT binary)").format(
-            table.cols(), table.ident(), sql.SQL(table.where))
+            table.source_cols(), table.ident(), sql.SQL(table.where))
         into = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT binary)").format(table.ident(), table.cols())
         with src.cursor().copy(out) as reader, dst.cursor().copy(into) as writer:
             for chunk in reader:
@@ -58,7 +59,7 @@ def apply_pass(src: psycopg.Connection, dst: psycopg.Connection, move_id: int, t
                 dst.execute(sql.SQL("CREATE TEMP TABLE {} ON COMMIT DROP AS SELECT {} FROM {} WITH NO DATA").format(
                     scratch, table.cols(), table.ident()))
                 out = sql.SQL("COPY (SELECT {} FROM {} WHERE {} AND {}) TO STDOUT (FORMAT binary)").format(
-                    table.cols(), table.ident(), _keys_in(table), sql.SQL(table.where))
+                    table.source_cols(), table.ident(), _keys_in(table), sql.SQL(table.where))
                 params = {"keys": json.dumps(list(keys[table.name].values()))}
                 with src.cursor().copy(out, params) as reader, dst.cursor().copy(
                         sql.SQL("COPY {} ({}) FROM STDIN (FORMAT binary)").format(scratch, table.cols())) as writer:
@@ -93,11 +94,14 @@ def pending(src: psycopg.Connection, move_id: int) -> int:
     return src.execute("SELECT count(*) FROM control.tenant_move_changes WHERE move_id = %s", (move_id,)).fetchone()[0]
 
 
-def _sums(conn: psycopg.Connection, tables: list[Table]) -> dict[str, tuple[int, int]]:
+def _sums(conn: psycopg.Connection, tables: list[Table], source: bool) -> dict[str, tuple[int, int]]:
     found = {}
     for table in tables:
-        row = sql.SQL(", ").join(sql.SQL("{}::text" if c in table.unhashable else "{}").format(sql.Identifier(c))
-                                 for c in table.columns)
+        given = dict(table.copied_as) if source else {}  # the source's rows as the target received them
+        row = sql.SQL(", ").join(
+            sql.SQL(given[c]) if c in given else
+            sql.SQL("{}::text" if c in table.unhashable else "{}").format(sql.Identifier(c))
+            for c in table.columns)
         count, total = conn.execute(sql.SQL(  # each column by its type's hash (no text form made)
             "SELECT count(*), coalesce(sum(hash_record_extended(ROW({}), 0)), 0) FROM {} WHERE {}").format(
             row, table.ident(), sql.SQL(table.where))).fetchone()
@@ -106,11 +110,14 @@ def _sums(conn: psycopg.Connection, tables: list[Table]) -> dict[str, tuple[int,
 
 
 def check(src: psycopg.Connection, dst: psycopg.Connection, tables: list[Table]) -> tuple[dict, list[str]]:
-    """Rows and a checksum (the sum of each row's hash) per table on both sides, read side by side;
-    returns the figures and the tables that differ."""
+    """Rows and a checksum (the sum of each row's hash) per table on both sides, read side by side,
+    but for the counters, compared by the figures they answer (moves/counters.py); returns the
+    figures and the tables that differ."""
+    rowed = [t for t in tables if t.name not in counters.SETTLED]
     with ThreadPoolExecutor(2) as pool:
-        source, target = pool.map(lambda c: _sums(c, tables), (src, dst))
-    differ = [t.name for t in tables if source[t.name] != target[t.name]]
+        source, target = pool.map(lambda side: _sums(side[0], rowed, side[1]), ((src, True), (dst, False)))
+    differ = [t.name for t in rowed if source[t.name] != target[t.name]]
+    differ += counters.differ(src, dst, tables)
     return {name: {"rows": rows} for name, (rows, _) in source.items() if rows}, differ
 
 

@@ -16,6 +16,12 @@ from postbox import ownership
 # partitions are not keyed by): what identifies its rows instead.
 _KEYS_WITHOUT_PRIMARY = {"work_journal": ("seq",)}
 
+# Columns copied as another value than the source's (an SQL expression read on the source). A work
+# journal row's `moved` says the fold has yet to add it to the counters, by a transaction id that
+# only means something on its own cell: the target receives every row as already counted, and its
+# counters as the source's exact figures (moves/counters.py).
+_COPIED_AS = {"work_journal": {"moved": "NULL::int"}}
+
 
 @dataclass(frozen=True)
 class Table:
@@ -30,12 +36,18 @@ class Table:
     key_types: tuple[str, ...]
     has_primary_key: bool
     unhashable: tuple[str, ...] = ()  # columns of a type without a hash function (json): hashed as text
+    copied_as: tuple[tuple[str, str], ...] = ()  # (column, what the source's rows give it on the target)
 
     def ident(self) -> sql.Identifier:
         return sql.Identifier(self.name)
 
     def cols(self, names: tuple[str, ...] | None = None) -> sql.Composable:
         return sql.SQL(", ").join(map(sql.Identifier, names or self.columns))
+
+    def source_cols(self) -> sql.Composable:
+        """The columns as the source's rows are read for the target (see _COPIED_AS)."""
+        given = dict(self.copied_as)
+        return sql.SQL(", ").join(sql.SQL(given[c]) if c in given else sql.Identifier(c) for c in self.columns)
 
 
 def tables(conn: psycopg.Connection, tenant_id: str) -> list[Table]:
@@ -59,5 +71,5 @@ def tables(conn: psycopg.Connection, tenant_id: str) -> list[Table]:
         unhashable = tuple(r[0] for r in conn.execute(
             "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND atttypid = 'json'::regtype", (name,)))
         found.append(Table(name, owned.where(tenant_id).as_string(conn), tuple(columns), chosen, types,
-                           bool(primary), unhashable))
+                           bool(primary), unhashable, tuple(_COPIED_AS.get(name, {}).items())))
     return found

@@ -6,11 +6,20 @@
   domain's Unavailable: 503 with Retry-After), from the final copy until the source is drained.
   The drain passes it, its writes firing no trigger (`session_replication_role = replica`).
 
+- arrival: on the TARGET, from the first copy until the check passed, every write of the arriving
+  tenant's rows is skipped (a BEFORE trigger returning NULL), but the mover's own, which fire no
+  trigger (`session_replication_role = replica`). The target's agents sweep every tenant in one
+  statement: they go on for the others and leave the copy alone (no delivery of a copied message,
+  no retention or visibility sweep making the copy differ from the source). A table whose rows
+  name their tenant is filtered by the trigger's WHEN (no function call for another tenant's row).
+
 Creating a trigger waits for the table's running writers and holds off new ones until committed, so
 once `install` returns every later write of the tenant is seen. Their names carry the move's id.
 """
 
 from __future__ import annotations
+
+import re
 
 import psycopg
 from psycopg import sql
@@ -71,6 +80,26 @@ def _fence_sql(move_id: int, table: Table, tenant_id: str) -> list[sql.Composabl
     ]
 
 
+def _arrival_sql(move_id: int, table: Table, tenant_id: str) -> list[sql.Composable]:
+    function, trigger = _names(move_id, table, "arrival")
+    statements: list[sql.Composable] = [sql.SQL(
+        "CREATE OR REPLACE FUNCTION {} () RETURNS trigger LANGUAGE plpgsql AS {}").format(function, sql.Literal(
+            sql.SQL("DECLARE r {row}%ROWTYPE; BEGIN"
+                    " IF TG_OP = 'INSERT' THEN r := NEW; ELSE r := OLD; END IF;"
+                    " PERFORM 1 FROM (SELECT r.*) AS {alias} WHERE {where};"
+                    " IF FOUND THEN RETURN NULL; END IF; RETURN COALESCE(NEW, OLD); END").format(
+                row=table.ident(), alias=table.ident(), where=sql.SQL(table.where)).as_string(None)))]
+    simple = re.fullmatch(r'"(\w+)" = (\S+)', table.where)  # the row names its tenant: a WHEN does
+    for event, row in (("INSERT", "NEW"), ("UPDATE", "OLD"), ("DELETE", "OLD")):
+        name = sql.Identifier(f"{trigger.as_string(None)[1:-1]}_{event.lower()}")
+        when = sql.SQL(" WHEN ({}.{} = {})").format(sql.SQL(row), sql.Identifier(simple[1]), sql.SQL(simple[2])) \
+            if simple else sql.SQL("")
+        statements.append(sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(name, table.ident()))
+        statements.append(sql.SQL("CREATE TRIGGER {} BEFORE {} ON {} FOR EACH ROW{} EXECUTE FUNCTION {} ()").format(
+            name, sql.SQL(event), table.ident(), when, function))
+    return statements
+
+
 def _run_all(conn: psycopg.Connection, statements: list[sql.Composable]) -> None:
     """All in one transaction, tried again when a table's lock is not had in time (or a deadlock)."""
     for attempt in range(30):
@@ -93,8 +122,12 @@ def install_fence(conn: psycopg.Connection, move_id: int, tables: list[Table], t
     _run_all(conn, [s for t in tables for s in _fence_sql(move_id, t, tenant_id)])
 
 
+def install_arrival(conn: psycopg.Connection, move_id: int, tables: list[Table], tenant_id: str) -> None:
+    _run_all(conn, [s for t in tables for s in _arrival_sql(move_id, t, tenant_id)])
+
+
 def remove(conn: psycopg.Connection, move_id: int, tables: list[Table], kind: str) -> None:
-    """Drop the move's triggers of one kind ('capture' or 'fence') and their functions."""
+    """Drop the move's triggers of one kind ('capture', 'fence' or 'arrival') and their functions."""
     statements: list[sql.Composable] = []
     for table in tables:
         function, trigger = _names(move_id, table, kind)
