@@ -11,14 +11,6 @@ import pytest
 
 from postbox import cell_ids, migrate, tenancy
 from support import cells as test_cells
-from support import database as session_db
-
-
-@pytest.fixture
-def owner(database_url):
-    with psycopg.connect(session_db.OWNER_URL or database_url) as conn:
-        yield conn
-        conn.rollback()
 
 
 def test_every_sequence_hands_out_only_its_cells_ids(owner):

@@ -13,18 +13,9 @@ from psycopg import sql
 
 from postbox import directory, ownership, tenancy
 from support import cells as test_cells
-from support import database as session_db
 from support.http import client
 from support.work_api import W
 from support.work_api import ok as work_ok
-
-
-@pytest.fixture
-def owner(database_url):
-    """The session database as its owner (who may create tables), in a transaction rolled back."""
-    with psycopg.connect(session_db.OWNER_URL or database_url) as conn:
-        yield conn
-        conn.rollback()
 
 
 def test_every_table_says_whose_rows_it_holds(owner):
