@@ -14,13 +14,16 @@ from typing import Any
 
 from . import config
 
-_clients: dict[tuple[str, str | None, str | None], Any] = {}
+_clients: dict[tuple[str, str | None, str | None, str | None], Any] = {}
 _lock = threading.Lock()
 
 
-def client(service: str, *, region: str | None = None, signature_version: str | None = None) -> Any:
-    """The process's client of `service` (`secretsmanager`, `s3`, `lambda`, `rds`, …)."""
-    key = (service, region or config.settings().region, signature_version)
+def client(service: str, *, region: str | None = None, signature_version: str | None = None,
+           endpoint_url: str | None = None) -> Any:
+    """The process's client of `service` (`secretsmanager`, `s3`, `lambda`, `rds`, …), in `region`
+    (else the deployment's), through `endpoint_url` when the region's usual one is out of reach (a
+    cell's region, from a VPC peered with its own)."""
+    key = (service, region or config.settings().region, signature_version, endpoint_url)
     made = _clients.get(key)
     if made is None:
         with _lock:
@@ -33,6 +36,8 @@ def client(service: str, *, region: str | None = None, signature_version: str | 
                     from botocore.config import Config
 
                     options["config"] = Config(signature_version=signature_version)
+                if endpoint_url:
+                    options["endpoint_url"] = endpoint_url
                 made = _clients[key] = boto3.client(service, region_name=key[1], **options)
     return made
 

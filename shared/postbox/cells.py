@@ -28,22 +28,25 @@ from . import config
 T = TypeVar("T")
 
 CELL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
-_FIELDS = ("name", "database_url", "db_host", "db_secret_arn", "listen_host", "region", "weight")
+_FIELDS = ("name", "database_url", "db_host", "db_secret_arn", "listen_host", "region", "weight", "secrets_endpoint")
 
 
 @dataclass(frozen=True)
 class Cell:
     """Where one cell's database is: a URL (local, tests) or, on AWS, its proxy endpoint, its
     secret and its cluster endpoint for LISTEN (the user, port, database name and IAM login are the
-    deployment's, the same on every cell)."""
+    deployment's, the same on every cell). A cell in another region than the functions' names it:
+    its IAM tokens are signed for it and its secret read there, through `secrets_endpoint` when set
+    (that region's Secrets Manager as the functions' VPC reaches it: over the peering)."""
 
     name: str
     database_url: str | None = None
     db_host: str | None = None
     db_secret_arn: str | None = None
     listen_host: str | None = None
-    region: str | None = None
+    region: str | None = None  # None: the deployment's (config.settings().region)
     weight: float = 1.0  # its share of the deployment's capacity: new tenants go where there is most room
+    secrets_endpoint: str | None = None
 
 
 def all_cells() -> tuple[Cell, ...]:

@@ -31,7 +31,8 @@ _lock = threading.Lock()
 SECRET_TTL_S = 60.0  # a rotated DB password reaches new connections within a minute
 TOKEN_TTL_S = 600.0  # an IAM authentication token is valid for 15 minutes; new connections get a fresh one
 _secret_cache: dict[tuple[str, ...], tuple[float, str]] = {}  # the IAM logins' conninfo, by host and user
-_secrets: tuple[Any, Any] | None = None  # (the Secrets Manager client, Powertools' provider over it)
+# (the Secrets Manager client, Powertools' provider over it) by the cell's region and endpoint
+_secrets: dict[tuple[str | None, str | None], tuple[Any, Any]] = {}
 
 
 def conninfo(cell: cells.Cell | None = None) -> str:
@@ -48,10 +49,10 @@ def conninfo(cell: cells.Cell | None = None) -> str:
     if cell.database_url:
         return cell.database_url
     if cell.db_host and s.db_iam_auth and s.db_user:
-        return _iam_conninfo(cell.db_host, s.db_user)
+        return _iam_conninfo(cell.db_host, s.db_user, cell)
     if not (cell.db_host and cell.db_secret_arn):
         raise RuntimeError(f"cell {cell.name}: set DATABASE_URL, or POSTBOX_DB_HOST and POSTBOX_DB_SECRET_ARN")
-    secret = _read_secret(cell.db_secret_arn)
+    secret = _read_secret(cell.db_secret_arn, cell)
     return _make(cell.db_host, secret["username"], secret["password"])
 
 
@@ -69,12 +70,14 @@ def _make(host: str, user: str, password: str) -> str:
     )
 
 
-def _iam_conninfo(host: str, user: str) -> str:
+def _iam_conninfo(host: str, user: str, cell: cells.Cell) -> str:
+    """A login with an IAM token, signed for the cell's region (a token signed for another is refused)."""
     now = time.monotonic()
     cached = _secret_cache.get(("iam", host, user))
     if cached and cached[0] > now:
         return cached[1]
-    info = _make(host, user, _iam_token(host, config.settings().db_port, user, config.settings().region))
+    s = config.settings()
+    info = _make(host, user, _iam_token(host, s.db_port, user, cell.region or s.region))
     _secret_cache[("iam", host, user)] = (now + TOKEN_TTL_S, info)
     return info
 
@@ -85,23 +88,24 @@ def _iam_token(host: str, port: int, user: str, region: str | None) -> str:
     )
 
 
-def _read_secret(arn: str) -> dict:
+def _read_secret(arn: str, cell: cells.Cell) -> dict:
     """The secret's JSON, cached for SECRET_TTL_S by Powertools' parameters (imported here: only
-    cold starts on AWS pay for it), over the Secrets Manager client of `postbox.aws`."""
-    global _secrets
-    client = aws.client("secretsmanager")
-    if _secrets is None or _secrets[0] is not client:  # a new client (tests reset them): a new cache
+    cold starts on AWS pay for it), over the Secrets Manager client of `postbox.aws` in the cell's
+    region (its secrets live there), through the cell's `secrets_endpoint` when it has one."""
+    client = aws.client("secretsmanager", region=cell.region, endpoint_url=cell.secrets_endpoint)
+    where = (cell.region, cell.secrets_endpoint)
+    made = _secrets.get(where)
+    if made is None or made[0] is not client:  # a new client (tests reset them): a new cache
         from aws_lambda_powertools.utilities.parameters import SecretsProvider
 
-        _secrets = (client, SecretsProvider(boto3_client=client))
-    return _secrets[1].get(arn, transform="json", max_age=SECRET_TTL_S)
+        made = _secrets[where] = (client, SecretsProvider(boto3_client=client))
+    return made[1].get(arn, transform="json", max_age=SECRET_TTL_S)
 
 
 def forget_credentials() -> None:
     """Forget the cached secret and IAM tokens: the next connection reads them afresh (an environment
     restored from a SnapStart snapshot must not use the ones its snapshot held)."""
-    global _secrets
-    _secrets = None
+    _secrets.clear()
     _secret_cache.clear()
 
 
@@ -441,7 +445,7 @@ def listen_connect() -> psycopg.Connection:
     POSTBOX_DB_LISTEN_USER when POSTBOX_DB_LISTEN_HOST is set, else where the pool connects."""
     s = config.settings()
     cell = cells.current()
-    info = _iam_conninfo(cell.listen_host, s.listen_user or "postbox_listen") if cell.listen_host else conninfo()
+    info = _iam_conninfo(cell.listen_host, s.listen_user or "postbox_listen", cell) if cell.listen_host else conninfo()
     conn = PooledConnection.connect(info, **{**_connection_kwargs(), "connect_timeout": LISTEN_CONNECT_TIMEOUT_S})
     _here().adopt(conn)  # a server that stops answering breaks it too: the listener connects anew
     return conn
