@@ -13,7 +13,8 @@ the surface functions open one connection straight to the cluster for it, as `po
 only register waiters), with IAM authentication and a connection limit on that role.
 
 Each cell (its component) has one of these, its resources the cell's children: the first cell's
-under today's names, so a stack without `cells:` keeps the database it has.
+under today's names, so a stack without `cells:` keeps the database it has. A cell in another
+region has them there (its provider), in its own VPC; the functions reach them over the peering.
 """
 
 from __future__ import annotations
@@ -73,12 +74,13 @@ def _rds_db_arn(any_rds_arn: str, resource_id: str, user: str) -> str:
     return f"arn:{partition}:rds-db:{region}:{account}:dbuser:{resource_id}/{user}"
 
 
-def build(s: Settings, cell: Cell, subnet_ids: list[pulumi.Output[str]], app_secret: aws.secretsmanager.Secret,
+def build(s: Settings, cell: Cell, subnet_ids: list[pulumi.Output[str]], app_secret_arn: pulumi.Output[str],
           db_sg: aws.ec2.SecurityGroup, proxy_sg: aws.ec2.SecurityGroup) -> Database:
-    """The cell's cluster, instances and proxy: logical names from `cell.logical`, physical ones
-    from `cell.physical` (the stack's prefix for the first cell, `<prefix>-<cell>` for the others)."""
+    """The cell's cluster, instances and proxy, in the cell's region: logical names from
+    `cell.logical`, physical ones from `cell.physical` (the stack's prefix for the first cell,
+    `<prefix>-<cell>` for the others). `app_secret_arn`: the db-app secret as the proxy reads it."""
     subnet_group = aws.rds.SubnetGroup(cell.logical("db"), subnet_ids=subnet_ids,
-                                       description="Postbox private subnets", opts=cell.opts())
+                                       description="Postbox private subnets", opts=cell.in_region())
     cluster = aws.rds.Cluster(
         cell.logical("db"),
         cluster_identifier=cell.physical,
@@ -106,7 +108,7 @@ def build(s: Settings, cell: Cell, subnet_ids: list[pulumi.Output[str]], app_sec
         # Version upgrades are a deliberate config change, applied in the maintenance window.
         allow_major_version_upgrade=False,
         apply_immediately=False,
-        opts=cell.opts(),
+        opts=cell.in_region(),
     )
     instances = [
         aws.rds.ClusterInstance(
@@ -119,7 +121,7 @@ def build(s: Settings, cell: Cell, subnet_ids: list[pulumi.Output[str]], app_sec
             db_subnet_group_name=subnet_group.name,
             publicly_accessible=False,
             auto_minor_version_upgrade=True,
-            opts=cell.opts(),
+            opts=cell.in_region(),
         )
         for i in range(s.db_instances)
     ]
@@ -140,7 +142,7 @@ def build(s: Settings, cell: Cell, subnet_ids: list[pulumi.Output[str]], app_sec
                 ],
             }
         ),
-        opts=cell.opts(),
+        opts=cell.in_region(),
     )
     # Both secrets are encrypted with the AWS-managed `aws/secretsmanager` key, whose key
     # policy already lets Secrets Manager decrypt for callers in the account: no kms grant needed.
@@ -155,12 +157,12 @@ def build(s: Settings, cell: Cell, subnet_ids: list[pulumi.Output[str]], app_sec
                         "Sid": "DbSecret",
                         "Effect": "Allow",
                         "Action": ["secretsmanager:GetSecretValue"],
-                        "Resource": [secret_arn, app_secret.arn],
+                        "Resource": [secret_arn, app_secret_arn],
                     }
                 ],
             }
         ),
-        opts=cell.opts(),
+        opts=cell.in_region(),
     )
     proxy = aws.rds.Proxy(
         cell.logical("db"),
@@ -181,13 +183,13 @@ def build(s: Settings, cell: Cell, subnet_ids: list[pulumi.Output[str]], app_sec
             ),
             aws.rds.ProxyAuthArgs(
                 auth_scheme="SECRETS",
-                secret_arn=app_secret.arn,
+                secret_arn=app_secret_arn,
                 iam_auth="REQUIRED",  # clients present IAM tokens; the proxy logs in with the secret
                 client_password_auth_type="POSTGRES_SCRAM_SHA_256",
                 description="postbox_app: every other function",
             ),
         ],
-        opts=cell.opts(depends_on=[proxy_policy]),
+        opts=cell.in_region(depends_on=[proxy_policy]),
     )
     target_group = aws.rds.ProxyDefaultTargetGroup(
         cell.logical("db"),
@@ -197,13 +199,13 @@ def build(s: Settings, cell: Cell, subnet_ids: list[pulumi.Output[str]], app_sec
             max_idle_connections_percent=10,
             connection_borrow_timeout=10,
         ),
-        opts=cell.opts(),
+        opts=cell.in_region(),
     )
     target = aws.rds.ProxyTarget(
         cell.logical("db"),
         db_proxy_name=proxy.name,
         target_group_name=target_group.name,
         db_cluster_identifier=cluster.cluster_identifier,
-        opts=cell.opts(depends_on=instances),
+        opts=cell.in_region(depends_on=instances),
     )
-    return Database(cluster, instances, proxy, target, secret_arn, app_secret.arn)
+    return Database(cluster, instances, proxy, target, secret_arn, app_secret_arn)

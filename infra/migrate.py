@@ -9,7 +9,8 @@ a re-run is harmless.
 
 One invocation per cell, the cell's child: on a stack with `cells:` its input names the cell
 (`{"cell": name}`) and the function migrates that cell alone; a stack without `cells:` invokes it
-as it always did (its one cell).
+as it always did (its one cell). A cell in another region's run also waits for the way there (the
+accepted peering, its routes and rules).
 """
 
 from __future__ import annotations
@@ -32,6 +33,6 @@ def build(fn: Deployed, cell: Cell, named: bool) -> aws.lambda_.Invocation:
         input=json.dumps({"action": "migrate", "migrations_sha256": digest,
                           **({"cell": cell.spec.name} if named else {})}),
         triggers={"migrations_sha256": digest},
-        opts=cell.opts(depends_on=[fn.function, *cell.db.ready]),
+        opts=cell.opts(depends_on=[fn.function, *cell.db.ready, *(cell.peered.ready if cell.peered else [])]),
     )
     return cell.migration

@@ -15,7 +15,10 @@ class Cell(Protocol):
     first: bool  # the first cell: today's resource names
     physical: str  # the cluster's and proxy's name
     spec: Any  # the cell's config: name, capacity, region
+    provider: Any  # its region's provider when that is not the stack's, else None
 
     def logical(self, name: str) -> str: ...
 
-    def opts(self, **options: Any) -> pulumi.ResourceOptions: ...
+    def opts(self, **options: Any) -> pulumi.ResourceOptions: ...  # in the stack's region
+
+    def in_region(self, **options: Any) -> pulumi.ResourceOptions: ...  # in the cell's

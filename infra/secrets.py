@@ -10,13 +10,15 @@ Neither secret gets a value from Pulumi: the first migrate run gives each its fi
 Secrets Manager calls the migrate function to rotate them on a schedule (functions/rotation.py).
 
 Each cell has its own `db-app` secret (its proxy's login to its cluster), given its first value by
-the cell's migration run; the key ring is the stack's, one for every cell, so a tenant's sealed
-payloads and handles open on whichever cell it is moved to.
+the cell's migration run (a cell in another region reads a replica of it: `app_secret`); the key
+ring is the stack's, one for every cell, so a tenant's sealed payloads and handles open on
+whichever cell it is moved to.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 import pulumi_aws as aws
@@ -31,10 +33,10 @@ class Secrets:
 
 
 def _secret(s: Settings, name: str, physical: str, description: str,
-            opts: pulumi.ResourceOptions | None = None) -> aws.secretsmanager.Secret:
+            opts: pulumi.ResourceOptions | None = None, **more: Any) -> aws.secretsmanager.Secret:
     recovery = 0 if s.stack == "dev" else 7  # dev stacks come and go; elsewhere a delete can be undone
     return aws.secretsmanager.Secret(name, name=physical, description=description, recovery_window_in_days=recovery,
-                                     opts=opts)
+                                     opts=opts, **more)
 
 
 def build(s: Settings) -> Secrets:
@@ -43,11 +45,26 @@ def build(s: Settings) -> Secrets:
 
 
 def app_secret(s: Settings, cell: Cell) -> aws.secretsmanager.Secret:
-    """The cell's postbox_app login: `<prefix>/db-app` for the first cell, `<prefix>/<cell>/db-app` after."""
+    """The cell's postbox_app login: `<prefix>/db-app` for the first cell, `<prefix>/<cell>/db-app` after.
+
+    Always in the stack's region: Secrets Manager only calls a rotation function of the secret's own
+    region, and the migrate function that rotates it is there. A cell in another region gets a
+    replica of it there, which its proxy reads (Secrets Manager copies each new value to it)."""
     physical = f"{s.prefix}/db-app" if cell.first else f"{s.prefix}/{cell.spec.name}/db-app"
     of = "" if cell.first else f" (cell {cell.spec.name})"
+    there = {"replicas": [aws.secretsmanager.SecretReplicaArgs(region=cell.spec.region)]} if cell.provider else {}
     return _secret(s, cell.logical("db-app"), physical,
-                   f"Postbox: the postbox_app database role's login (RDS Proxy reads it){of}", cell.opts())
+                   f"Postbox: the postbox_app database role's login (RDS Proxy reads it){of}", cell.opts(), **there)
+
+
+def proxy_reads(cell: Cell) -> pulumi.Output[str]:
+    """The ARN of the db-app secret the cell's proxy reads: its replica in the cell's region (the
+    same name and suffix, another region) when the cell is in another region."""
+    arn = cell.app_secret.arn
+    if not cell.provider:
+        return arn
+    region = cell.spec.region
+    return arn.apply(lambda a: ":".join([*a.split(":")[:3], region, *a.split(":")[4:]]))
 
 
 def invoke_permission(migrate_fn: aws.lambda_.Function) -> aws.lambda_.Permission:

@@ -6,6 +6,7 @@ the keys; keep the two in step.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from dataclasses import dataclass, replace
@@ -27,7 +28,7 @@ FUNCTION_TIMEOUT_MAX_S = 900  # Lambda's; behind API Gateway the integration's 3
 # Cells (`cells:`): the one cell of a stack that names none, and what a cell's config may say.
 DEFAULT_CELL = "cell-1"  # postbox.cells: POSTBOX_CELL_NAME's default
 CELL_NAME = re.compile(r"[a-z][a-z0-9-]{0,31}")  # postbox.cells.CELL_NAME
-CELL_KEYS = ("name", "minAcu", "maxAcu", "region")
+CELL_KEYS = ("name", "minAcu", "maxAcu", "region", "vpcCidr")
 MAX_CELLS = 8  # POSTBOX_CELLS names every cell in each function's environment (Lambda's 4 KB in all)
 AURORA_MAX_ACU = 256
 
@@ -39,7 +40,12 @@ class CellSpec:
     name: str
     min_acu: float
     max_acu: float  # also its weight: new tenants go to the cell with the most room per ACU
-    region: str | None = None  # only the stack's own region (see docs/deploy.md, cells)
+    region: str | None = None  # None: the stack's
+    vpc_cidr: str | None = None  # its own VPC's, set for a cell in another region only (`remote`)
+
+    def remote(self, stack_region: str | None) -> bool:
+        """In another region than the stack's: a VPC, a provider and a peering of its own."""
+        return self.region is not None and self.region != stack_region
 
 
 @dataclass(frozen=True)
@@ -189,6 +195,7 @@ def load() -> Settings:
     s = replace(s, region=region, cells_named=listed is not None,
                 cells=(CellSpec(DEFAULT_CELL, s.db_min_acu, s.db_max_acu),) if listed is None
                 else _cells(listed, s.db_min_acu, s.db_max_acu))
+    s = replace(s, cells=_networks(s))
     _check(s)
     return s
 
@@ -224,7 +231,54 @@ def _cells(listed: Any, min_acu: float, max_acu: float) -> tuple[CellSpec, ...]:
         region = item.get("region")
         if region is not None and (not isinstance(region, str) or not re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d", region)):
             raise ValueError(f"cells[{i}] ({name}): region must be an AWS region such as eu-west-1, not {region!r}")
-        out.append(CellSpec(name, acu["minAcu"], acu["maxAcu"], region))
+        cidr = item.get("vpcCidr")
+        if cidr is not None:
+            try:
+                cidr = str(ipaddress.IPv4Network(cidr))
+            except (TypeError, ValueError):
+                raise ValueError(f"cells[{i}] ({name}): vpcCidr must be an IPv4 network such as 10.43.0.0/16,"
+                                 f" not {cidr!r}") from None
+        out.append(CellSpec(name, acu["minAcu"], acu["maxAcu"], region, cidr))
+    return tuple(out)
+
+
+def _networks(s: Settings) -> tuple[CellSpec, ...]:
+    """Each cell in another region with its VPC's CIDR: its `vpcCidr`, else the block of the stack's
+    size that follows the stack's by the cell's place in the list (10.42.0.0/16: the second cell's
+    10.43.0.0/16). The peered VPCs route to each other by CIDR, so none may overlap another."""
+    if any(c.region is not None and c.region != s.region for c in s.cells) and s.region is None:
+        named = next(c for c in s.cells if c.region is not None)
+        raise ValueError(f"cells: {named.name} names region {named.region}: set aws:region so the stack's region"
+                         " is known (a cell in another region gets a VPC of its own, peered with the stack's)")
+    if s.cells[0].remote(s.region):
+        raise ValueError(f"cells: the first cell ({s.cells[0].name}) is the stack's database and holds the directory:"
+                         " it is in the stack's region")
+    home = ipaddress.IPv4Network(s.vpc_cidr)
+    taken = {"the stack's VPC": home}
+    out = []
+    for i, cell in enumerate(s.cells):
+        if not cell.remote(s.region):
+            if cell.vpc_cidr is not None:
+                raise ValueError(f"cells: {cell.name} is in the stack's region, in the stack's VPC: vpcCidr is only"
+                                 " for a cell in another region")
+            out.append(cell)
+            continue
+        if cell.vpc_cidr is None:
+            start = int(home.network_address) + i * home.num_addresses
+            if start + home.num_addresses > 2**32:
+                raise ValueError(f"cells: {cell.name}: no block of {home.prefixlen} bits follows vpcCidr"
+                                 f" {home} for it: give it a vpcCidr")
+            cell = replace(cell, vpc_cidr=str(ipaddress.IPv4Network((start, home.prefixlen))))
+        cidr = ipaddress.IPv4Network(cell.vpc_cidr)
+        if not 16 <= cidr.prefixlen <= 20 or 2 ** (20 - cidr.prefixlen) < s.az_count:
+            raise ValueError(f"cells: {cell.name}: vpcCidr {cidr} must be /16 to /20 and hold a /20 subnet per AZ"
+                             f" (azCount {s.az_count})")
+        for whose, other in taken.items():
+            if cidr.overlaps(other):
+                raise ValueError(f"cells: {cell.name}'s VPC {cidr} overlaps {whose} ({other}): the peered VPCs"
+                                 " route by CIDR; give it a vpcCidr of its own")
+        taken[f"cell {cell.name}'s VPC"] = cidr
+        out.append(cell)
     return tuple(out)
 
 
@@ -250,15 +304,6 @@ def _check(s: Settings) -> None:
         if len(f"{s.prefix}-{cell.name}") > 60:
             raise ValueError(f"cells: {cell.name}: its cluster and proxy are named {s.prefix}-{cell.name}, over RDS"
                              " Proxy's 60 characters: a shorter cell name (or namePrefix)")
-    for cell in s.cells:
-        if cell.region is None or cell.region == s.region:
-            continue
-        if s.region is None:
-            raise ValueError(f"cells: {cell.name} names region {cell.region}: set aws:region so the stack's region"
-                             " is known (a cell's region must be the stack's)")
-        raise ValueError(f"cells: {cell.name} is in {cell.region}, the stack in {s.region}: a cell in another region"
-                         " needs a VPC there peered with the stack's and IAM tokens signed for that region, which"
-                         " this program does not build: give it no region, or the stack's")
     if s.az_count < 2:
         raise ValueError("azCount must be at least 2 (Aurora and RDS Proxy need two AZs)")
     if not 0 <= s.db_min_acu <= s.db_max_acu:

@@ -40,6 +40,7 @@ class Recorded:
     inputs: dict[str, Any]
     outputs: dict[str, Any]
     urn: str = ""  # what the engine would call it (its parents' types in it)
+    region: str = REGION  # where it is: the stack's, or its provider's
     aliases: tuple[str, ...] = ()  # the URNs it was known by before (Pulumi `aliases`)
     custom: bool = True  # False: a component (nothing in the cloud)
 
@@ -49,19 +50,25 @@ class Recorded:
         return json.loads(raw) if isinstance(raw, str) else raw
 
 
-def _outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
-    """Plausible provider outputs for the types the program reads attributes of."""
+def _outputs(typ: str, name: str, inputs: dict[str, Any], region: str = REGION) -> dict[str, Any]:
+    """Plausible provider outputs for the types the program reads attributes of, in `region` (the
+    stack's, or that of the provider the resource was made with)."""
     physical = inputs.get("name") or name
-    arn = f"arn:aws:{typ.split(':')[1].split('/')[0]}:{REGION}:{ACCOUNT}:{name}"
+    arn = f"arn:aws:{typ.split(':')[1].split('/')[0]}:{region}:{ACCOUNT}:{name}"
     out: dict[str, Any] = {"id": f"{name}-id", "arn": arn}
     if typ == "aws:ec2/securityGroup:SecurityGroup":
         out["id"] = f"sg-{name}"
     elif typ == "aws:ec2/subnet:Subnet":
         out["id"] = f"subnet-{name}"
     elif typ == "aws:ec2/vpc:Vpc":
-        out.update(id="vpc-postbox", mainRouteTableId="rtb-main")
+        out.update(id="vpc-postbox", mainRouteTableId="rtb-main") if name == "vpc" else out.update(
+            id=f"vpc-{name}", mainRouteTableId=f"rtb-{name}")
     elif typ == "aws:ec2/vpcEndpoint:VpcEndpoint":
         out["prefixListId"] = "pl-s3" if inputs.get("vpcEndpointType") == "Gateway" else None
+        service = inputs["serviceName"].split(".")[-1]
+        out["dnsEntries"] = [{"dnsName": f"vpce-{name}.{service}.{region}.vpce.amazonaws.com", "hostedZoneId": "Z7H"}]
+    elif typ == "aws:ec2/vpcPeeringConnection:VpcPeeringConnection":
+        out["id"] = f"pcx-{name}"
     elif typ == "aws:s3/bucket:Bucket":
         physical = inputs.get("bucketPrefix", "") + "abc123"
         out.update(id=physical, bucket=physical, arn=f"arn:aws:s3:::{physical}")
@@ -71,61 +78,62 @@ def _outputs(typ: str, name: str, inputs: dict[str, Any]) -> dict[str, Any]:
         out.update(
             id=inputs.get("clusterIdentifier", name),
             clusterIdentifier=inputs.get("clusterIdentifier", name),
-            arn=f"arn:aws:rds:{REGION}:{ACCOUNT}:cluster:{inputs.get('clusterIdentifier', name)}",
+            arn=f"arn:aws:rds:{region}:{ACCOUNT}:cluster:{inputs.get('clusterIdentifier', name)}",
             clusterResourceId=f"{CLUSTER_RESOURCE_ID}{cell.upper()}",
             endpoint=CLUSTER_ENDPOINT.replace("postbox.", f"postbox{cell}.", 1),
-            masterUserSecrets=[{"secretArn": SECRET_ARN + cell, "kmsKeyId": "aws/secretsmanager",
+            masterUserSecrets=[{"secretArn": SECRET_ARN.replace(REGION, region) + cell,
+                                "kmsKeyId": "aws/secretsmanager",
                                 "secretStatus": "active"}],
         )
     elif typ == "aws:rds/proxy:Proxy":
         cell = "" if name == "db" else name.removesuffix("-db")
         out.update(endpoint=PROXY_ENDPOINT.replace("postbox.", f"postbox{cell}.", 1),
-                   arn=f"arn:aws:rds:{REGION}:{ACCOUNT}:db-proxy:{PROXY_RESOURCE_ID}{cell}")
+                   arn=f"arn:aws:rds:{region}:{ACCOUNT}:db-proxy:{PROXY_RESOURCE_ID}{cell}")
     elif typ == "aws:sqs/queue:Queue":
-        out.update(url=f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{physical}",
-                   arn=f"arn:aws:sqs:{REGION}:{ACCOUNT}:{physical}")
+        out.update(url=f"https://sqs.{region}.amazonaws.com/{ACCOUNT}/{physical}",
+                   arn=f"arn:aws:sqs:{region}:{ACCOUNT}:{physical}")
     elif typ == "aws:secretsmanager/secret:Secret":
-        out.update(arn=f"arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:{physical}-AbCdEf")
+        out.update(arn=f"arn:aws:secretsmanager:{region}:{ACCOUNT}:secret:{physical}-AbCdEf")
     elif typ == "aws:sns/topic:Topic":
-        out.update(arn=f"arn:aws:sns:{REGION}:{ACCOUNT}:{physical}")
+        out.update(arn=f"arn:aws:sns:{region}:{ACCOUNT}:{physical}")
     elif typ == "aws:rds/proxyDefaultTargetGroup:ProxyDefaultTargetGroup":
         out.update(name="default")
     elif typ == "aws:lambda/function:Function":
-        fn_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{physical}"
+        fn_arn = f"arn:aws:lambda:{region}:{ACCOUNT}:function:{physical}"
         out.update(
             arn=fn_arn,
-            invokeArn=f"arn:aws:apigateway:{REGION}:lambda:path/2015-03-31/functions/{fn_arn}/invocations",
+            invokeArn=f"arn:aws:apigateway:{region}:lambda:path/2015-03-31/functions/{fn_arn}/invocations",
             version="1" if inputs.get("publish") else "$LATEST",
         )
     elif typ == "aws:lambda/alias:Alias":
-        alias_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{inputs['functionName']}:{inputs['name']}"
+        alias_arn = f"arn:aws:lambda:{region}:{ACCOUNT}:function:{inputs['functionName']}:{inputs['name']}"
         out.update(
             arn=alias_arn,
-            invokeArn=f"arn:aws:apigateway:{REGION}:lambda:path/2015-03-31/functions/{alias_arn}/invocations",
+            invokeArn=f"arn:aws:apigateway:{region}:lambda:path/2015-03-31/functions/{alias_arn}/invocations",
         )
     elif typ == "aws:apigateway/restApi:RestApi":
         out.update(id="rest123", rootResourceId="root123",
-                   executionArn=f"arn:aws:execute-api:{REGION}:{ACCOUNT}:rest123")
+                   executionArn=f"arn:aws:execute-api:{region}:{ACCOUNT}:rest123")
     elif typ == "aws:apigateway/stage:Stage":
-        out.update(invokeUrl=f"https://rest123.execute-api.{REGION}.amazonaws.com/{inputs['stageName']}")
+        out.update(invokeUrl=f"https://rest123.execute-api.{region}.amazonaws.com/{inputs['stageName']}")
     elif typ == "aws:lambda/layerVersion:LayerVersion":
-        out.update(arn=f"arn:aws:lambda:{REGION}:{ACCOUNT}:layer:{inputs['layerName']}:1")
+        out.update(arn=f"arn:aws:lambda:{region}:{ACCOUNT}:layer:{inputs['layerName']}:1")
     elif typ == "aws:cloudwatch/logGroup:LogGroup":
-        out.update(arn=f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:{physical}")
+        out.update(arn=f"arn:aws:logs:{region}:{ACCOUNT}:log-group:{physical}")
     elif typ == "aws:iam/role:Role":
         out.update(arn=f"arn:aws:iam::{ACCOUNT}:role/{name}", name=name)
     elif typ == "aws:apigatewayv2/api:Api":
         out.update(
             id="api123",
-            executionArn=f"arn:aws:execute-api:{REGION}:{ACCOUNT}:api123",
-            apiEndpoint=f"https://api123.execute-api.{REGION}.amazonaws.com",
+            executionArn=f"arn:aws:execute-api:{region}:{ACCOUNT}:api123",
+            apiEndpoint=f"https://api123.execute-api.{region}.amazonaws.com",
         )
     elif typ == "aws:apigatewayv2/integration:Integration":
         out["id"] = f"integ-{name}"
     elif typ == "aws:lambda/functionUrl:FunctionUrl":
-        out.update(functionUrl=f"https://{name}-0123456789abcdef.lambda-url.{REGION}.on.aws/", urlId=f"{name}-id")
+        out.update(functionUrl=f"https://{name}-0123456789abcdef.lambda-url.{region}.on.aws/", urlId=f"{name}-id")
     elif typ == "aws:apigatewayv2/stage:Stage":
-        out.update(invokeUrl=f"https://api123.execute-api.{REGION}.amazonaws.com/")
+        out.update(invokeUrl=f"https://api123.execute-api.{region}.amazonaws.com/")
     return out
 
 
@@ -133,11 +141,20 @@ class RecordingMocks(pulumi.runtime.Mocks):
     def __init__(self) -> None:
         self.resources: list[Recorded] = []
         self._registering = threading.local()  # the resource this thread's registration recorded
+        self._regions: dict[str, str] = {}  # each explicit provider's region, by its id
+
+    def _region(self, provider: str | None) -> str:
+        """The region of the provider a resource or invoke names (`<urn>::<id>`), else the stack's."""
+        return self._regions.get((provider or "").rsplit("::", 1)[-1], REGION)
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
-        outputs = _outputs(args.typ, args.name, args.inputs)
+        region = self._region(args.provider)
+        outputs = _outputs(args.typ, args.name, args.inputs, region)
         rid = outputs.pop("id")
-        self._registering.found = Recorded(args.typ, args.name, rid, dict(args.inputs), outputs, custom=args.custom)
+        if args.typ == "pulumi:providers:aws":
+            self._regions[rid] = args.inputs.get("region", REGION)
+        self._registering.found = Recorded(args.typ, args.name, rid, dict(args.inputs), outputs, region=region,
+                                           custom=args.custom)
         self.resources.append(self._registering.found)
         return rid, {**args.inputs, **outputs}
 
@@ -159,7 +176,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
     def call(self, args: pulumi.runtime.MockCallArgs):
         token = args.token
         if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
-            return {"names": AZS, "zoneIds": ["use1-az1", "use1-az2", "use1-az4"], "id": REGION}
+            region = self._region(args.provider)
+            return {"names": [region + az[-1] for az in AZS], "zoneIds": ["use1-az1", "use1-az2", "use1-az4"],
+                    "id": region}
         if token == "aws:index/getRegion:getRegion":
             return {"name": REGION, "region": REGION, "id": REGION, "endpoint": f"ec2.{REGION}.amazonaws.com"}
         if token == "aws:index/getCallerIdentity:getCallerIdentity":

@@ -197,9 +197,8 @@ def test_a_cell_naming_a_region_needs_the_stacks_known(monkeypatch):
         run_stack("prod", {"aws:region": "", "cells": [{"name": "a"}, {"name": "b", "region": "eu-west-1"}]})
 
 
-def test_a_cell_in_another_region_is_refused_and_one_in_the_stacks_is_not():
-    with pytest.raises(Exception, match="the stack in us-east-1: a cell in another region needs a VPC there"):
-        run_stack("prod", {"aws:region": "us-east-1", "cells": [{"name": "a"}, {"name": "b", "region": "eu-west-1"}]})
+def test_a_cell_in_the_stacks_region_says_so_and_is_built_as_any_other():
+    """(A cell in another region: tests/infra/test_stack_region.py.)"""
     run = run_stack("prod", {"aws:region": "us-east-1", "cells": [{"name": "a"}, {"name": "b", "region": "us-east-1"}]})
     listed = json.loads(environment(run.of_type(FUNCTION)[0])["POSTBOX_CELLS"])
     assert [c.get("region") for c in listed] == [None, "us-east-1"]
