@@ -50,6 +50,13 @@ def test_the_cell_has_a_provider_for_its_region(far: StackRun):
     assert [r.name for r in far.of_type(PROVIDER) if r.inputs.get("region") == FAR] == ["cell-2-aws"]
 
 
+def test_the_cells_provider_tags_as_the_stacks_default_provider_does():
+    tags = {"tags": {"team": "queues"}}
+    run = run_stack("prod", {**FAR_CELL, "aws:defaultTags": tags})
+    given = _provider(run).inputs["defaultTags"]
+    assert (json.loads(given) if isinstance(given, str) else given) == tags
+
+
 def test_its_vpc_has_private_subnets_there_in_a_cidr_of_its_own(far: StackRun):
     vpc = far.one("aws:ec2/vpc:Vpc", "cell-2-vpc")
     assert (vpc.region, vpc.inputs["cidrBlock"]) == (FAR, "10.43.0.0/16")  # the block after the stack's
