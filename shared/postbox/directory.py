@@ -73,16 +73,21 @@ def _known(name: str) -> cells.Cell:
         raise RuntimeError(f"the directory names cell {name!r}, which this deployment does not have") from None
 
 
+def named_cell(name: str) -> cells.Cell:
+    """The cell an admin names; Invalid, naming the deployment's cells, when there is none."""
+    try:
+        return cells.named(name)
+    except KeyError:
+        known = ", ".join(c.name for c in cells.all_cells())
+        raise Invalid(f"no cell named {name!r}; one of {known}", code="cell") from None
+
+
 def place(name: str, cell: str | None = None) -> tuple[str, cells.Cell]:
     """Reserve the tenant name `name` and choose its cell: the one named, or the one with the most
     room. Returns the new tenant's id and its cell, numbered (its ids are its own); Conflict when the
     name is taken on any cell."""
     if cell is not None:
-        try:
-            chosen = cells.named(cell)
-        except KeyError:
-            known = ", ".join(c.name for c in cells.all_cells())
-            raise Invalid(f"no cell named {cell!r}; one of {known}", code="cell") from None
+        chosen = named_cell(cell)
     tenant_id = str(uuid.uuid4())
     with cells.use(cells.default()), db.transaction() as conn:
         if cell is None:
@@ -127,7 +132,6 @@ def tenants_by_cell() -> dict[str, list[str]]:
         for name, cell in conn.execute("SELECT name, cell FROM control.tenant_cells"):
             held.setdefault(cell, []).append(name)
             listed.add(name)
-    with cells.use(cells.default()), db.connection() as conn:
         for (name,) in conn.execute("SELECT name FROM tenants"):
             if name not in listed:
                 held[cells.default().name].append(name)

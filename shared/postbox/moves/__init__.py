@@ -17,13 +17,12 @@ says a mover is running (a second one is refused while it lives).
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 import psycopg
 
-from .. import cell_ids, cells, config, db, directory
+from .. import cell_ids, cells, config, db, directory, tenancy
 from ..errors import Conflict, Invalid, NotFound
 from . import copying, counters, triggers
 from .tables import Table, tables
@@ -45,25 +44,6 @@ def _connect(cell: cells.Cell, *, writing: bool = False) -> psycopg.Connection:
     return conn
 
 
-def _tenant_id(conn: psycopg.Connection, tenant: str) -> str:
-    try:
-        return str(uuid.UUID(tenant))
-    except ValueError:
-        pass
-    found = directory.tenant_id_by_name(tenant) if cells.several() else None
-    if found is None:
-        raise NotFound(f"no tenant named {tenant!r}")
-    return found
-
-
-def _cell(name: str) -> cells.Cell:
-    try:
-        return cells.named(name)
-    except KeyError:
-        known = ", ".join(c.name for c in cells.all_cells())
-        raise Invalid(f"no cell named {name!r}; one of {known}", code="cell") from None
-
-
 def _versions(conn: psycopg.Connection) -> set[str]:
     return {str(r[0]) for r in conn.execute("SELECT version FROM schema_migrations")}
 
@@ -72,9 +52,9 @@ def move(tenant: str, to: str, *, step: Step | None = None) -> dict[str, Any]:
     """Move `tenant` (its name or id) to cell `to`, or continue the unfinished move of it there.
     `step(phase)` is called as each phase starts (progress lines; tests stop the mover there)."""
     say = step or (lambda phase: None)
-    target = _cell(to)
+    target = directory.named_cell(to)
+    tenant_id = tenancy.tenant_id_of(tenant)
     with _connect(cells.default()) as control:
-        tenant_id = _tenant_id(control, tenant)
         if not control.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (_LOCK_CLASS, tenant_id)).fetchone()[0]:
             raise Conflict(f"a move of tenant {tenant} is already running", code="move_running")
         row = control.execute("SELECT id, source, target FROM control.tenant_moves WHERE tenant_id = %s"
@@ -86,7 +66,7 @@ def move(tenant: str, to: str, *, step: Step | None = None) -> dict[str, Any]:
             if target_name != target.name:
                 raise Conflict(f"tenant {tenant} is being moved to {target_name}; that move must finish first",
                                code="move_running")
-            source = _cell(source_name)
+            source = directory.named_cell(source_name)
         with _connect(source) as src, _connect(target, writing=True) as dst:
             return _run(control, src, dst, move_id, tenant_id, source, target, say)
 

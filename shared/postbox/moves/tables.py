@@ -55,9 +55,6 @@ def tables(conn: psycopg.Connection, tenant_id: str) -> list[Table]:
     found = []
     for owned in ownership.tenant_tables(conn):
         name = owned.name
-        columns = [r[0] for r in conn.execute(
-            "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0"
-            " AND NOT attisdropped AND attgenerated = '' ORDER BY attname", (name,))]
         primary = [r[0] for r in conn.execute(
             "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid"
             " AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s::regclass AND i.indisprimary"
@@ -70,6 +67,6 @@ def tables(conn: psycopg.Connection, tenant_id: str) -> list[Table]:
             " AND attname = %s", (name, c)).fetchone()[0] for c in chosen)
         unhashable = tuple(r[0] for r in conn.execute(
             "SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND atttypid = 'json'::regtype", (name,)))
-        found.append(Table(name, owned.where(tenant_id).as_string(conn), tuple(columns), chosen, types,
+        found.append(Table(name, owned.where(tenant_id).as_string(conn), owned.columns, chosen, types,
                            bool(primary), unhashable, tuple(_COPIED_AS.get(name, {}).items())))
     return found
