@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TypeVar
 
 from . import config
@@ -49,13 +48,21 @@ class Cell:
     secrets_endpoint: str | None = None
 
 
+_read: tuple[config.Settings, tuple[Cell, ...]] | None = None  # the settings read, and their cells
+
+
 def all_cells() -> tuple[Cell, ...]:
     """The deployment's cells, the default first: POSTBOX_CELLS (a JSON list of objects with a
-    `name` and where the cell's database is), else one cell from the database settings."""
-    return _cells(config.settings())
+    `name` and where the cell's database is), else one cell from the database settings. Read again
+    when the settings are (`config.reset()`); every unit of work asks, so the check is by identity."""
+    global _read
+    s = config.settings()
+    read = _read
+    if read is None or read[0] is not s:
+        read = _read = (s, _cells(s))
+    return read[1]
 
 
-@lru_cache(maxsize=4)  # by the settings read: `config.reset()` makes the cells read again
 def _cells(s: config.Settings) -> tuple[Cell, ...]:
     if not s.cells:
         return (Cell(s.cell_name, s.database_url, s.db_host, s.db_secret_arn, s.listen_host, s.region),)
