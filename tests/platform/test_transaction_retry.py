@@ -77,6 +77,8 @@ def test_a_deadlock_victim_is_run_again_and_commits_once(probe):
 
     def work(conn: psycopg.Connection) -> int:
         runs.append(1)
+        if len(runs) > 1:  # the rerun starts once the other committed: else it may race the other for
+            crossing[0].join(30)  # row 1 (freed by the victim's abort) and deadlock again
         pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
         conn.execute(sql.SQL("UPDATE {} SET n = n + 1 WHERE id = 1").format(table))
         if len(runs) == 1:
