@@ -37,7 +37,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 
 from functions import door, request_record, snapstart
-from postbox import cells, directory
+from postbox import cells
 
 
 def tracing_enabled() -> bool:
@@ -104,9 +104,10 @@ def instrument(service: str, request_id_prefix: str = "", *, resolve_keys: bool 
         from aws_lambda_powertools import Tracer
 
         tracer = Tracer(service=service)
-    authenticate = None
-    if resolve_keys:  # imported here, in the function's init: agents never need it
+    authenticate = route = None
+    if resolve_keys:  # imported here, in the function's init: agents and the console never need them
         from functions.keys import authenticate
+        from postbox.directory import route
     snapstart.register()  # the hooks a SnapStart snapshot and its restores run, when initialised for one
 
     def wrap(fn: Callable[[dict, Any], Any]) -> Callable[[dict, Any], Any]:
@@ -134,7 +135,7 @@ def instrument(service: str, request_id_prefix: str = "", *, resolve_keys: bool 
                     authenticate(event)
                     tenant = request_keys(event)[1]
                     if tenant:
-                        directory.route(tenant)
+                        route(tenant)
                 if tenant:
                     logger.thread_safe_append_keys(tenant=tenant)
                 if result is None and front:

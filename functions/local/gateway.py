@@ -29,7 +29,7 @@ import time
 from typing import Any
 
 from functions import door, streaming
-from functions.api.common import RequestLocalResolver
+from functions.api.request_local import RequestLocalResolver
 from functions.local import apidocs, requestlog
 from functions.local.events import HttpResponse, http_event, json_message, read_response
 from functions.local.invoke import entry_point, invoke

@@ -15,7 +15,8 @@ import time
 import pytest
 from aws_lambda_powertools.event_handler import api_gateway
 
-from functions.api.common import RequestLocalResolver, SurfaceResolver
+from functions.api.common import SurfaceResolver
+from functions.api.request_local import RequestLocalResolver
 from functions.local.events import http_event
 from functions.local.gateway import LocalGateway, resolver_of
 from functions.local.invoke import entry_point

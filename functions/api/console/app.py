@@ -14,7 +14,7 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from functions.api.common import RequestLocalResolver
+from functions.api.request_local import RequestLocalResolver
 from functions.observability import instrument
 
 logger, metrics, lambda_handler = instrument("console")
