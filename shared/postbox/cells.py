@@ -19,8 +19,7 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from . import config
 
@@ -30,8 +29,7 @@ CELL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 _FIELDS = ("name", "database_url", "db_host", "db_secret_arn", "listen_host", "region", "weight", "secrets_endpoint")
 
 
-@dataclass(frozen=True)
-class Cell:
+class Cell(NamedTuple):
     """Where one cell's database is: a URL (local, tests) or, on AWS, its proxy endpoint, its
     secret and its cluster endpoint for LISTEN (the user, port, database name and IAM login are the
     deployment's, the same on every cell). A cell in another region than the functions' names it:

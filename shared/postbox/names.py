@@ -8,13 +8,12 @@ Each rule is also what the request schemas and the OpenAPI document say (`patter
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .errors import Invalid
 
 
-@dataclass(frozen=True)
-class NameRule:
+class NameRule(NamedTuple):
     kind: str
     pattern: str
     max_length: int

@@ -11,8 +11,8 @@ import secrets
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
 import psycopg
 
@@ -34,15 +34,14 @@ KEY_PREFIX = "pbx_"
 DEFAULT_PROJECT = "default"
 
 
-@dataclass(frozen=True)
-class Principal:
+class Principal(NamedTuple):
     """Who is calling, as the authorizer resolved it from the key."""
 
     tenant_id: str
     project_id: str | None
     role: str
     key_id: str
-    scopes: tuple[str, ...] = field(default_factory=tuple)
+    scopes: tuple[str, ...] = ()
     # Who the key speaks for, as ACLs, audit and erasure name it: a tenant key is its own subject
     # (`api_key`, its id); a work API key names the user, agent or service it was minted for.
     subject_type: str = "api_key"
@@ -97,8 +96,7 @@ def require(principal: Principal | None, need: str, *, what: str = "this", anony
     return principal.tenant_id
 
 
-@dataclass(frozen=True)
-class IssuedKey:
+class IssuedKey(NamedTuple):
     key: str
     key_id: str
     tenant_id: str

@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import Counter
-from dataclasses import replace
 from datetime import timedelta
 
 import psycopg
@@ -101,7 +100,7 @@ def test_completing_an_event_emits_no_event_about_it(tenant):
 
 
 def test_a_work_api_keys_subject_is_the_actor_and_the_messages_source(tenant):
-    agent = replace(tenant.principal, subject_type="agent", subject_id="bot-7")
+    agent = tenant.principal._replace(subject_type="agent", subject_id="bot-7")
     s = scopes.create_scope(tenant.principal, {"slug": "subjects"})
     q = queues.create_queue(tenant.principal, s["id"], {"slug": "jobs"})
     msg, _ = messages.publish(agent, s["id"], q["id"], {"body": 1, "correlation_id": "c"})
