@@ -18,7 +18,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import db
 
@@ -30,8 +30,7 @@ _PLAN_COLUMN = {  # static SQL per limit: never formatted from input
 }
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):
     allowed: bool
     limit: int  # requests a minute; 0 when unlimited
     remaining: int

@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from . import config, db
 from .errors import TooManyRequests, Unavailable
@@ -24,8 +24,7 @@ RETRY_AFTER_S = 2
 LEASE_SLACK_S = 5.0  # a slot's lease outlasts its wait by this much (a request that died gives it back so)
 
 
-@dataclass(frozen=True)
-class Caller:
+class Caller(NamedTuple):
     """Whose waits count together, and how many they may be."""
 
     key: str

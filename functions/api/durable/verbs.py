@@ -8,8 +8,7 @@ import json
 import re
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import quote, unquote
 
 from aws_lambda_powertools.event_handler import Response
@@ -43,8 +42,7 @@ from postbox.errors import Invalid, PostboxError
 _URL_SAFE = "/%:@!$&'()*+,;=-._~"  # what a path keeps as is; anything else is percent-encoded
 
 
-@dataclass(frozen=True)
-class Form:
+class Form(NamedTuple):
     """A request's stream and what its form changes: the hosted form reads JSON as NDJSON, answers
     with `Stream-Incarnation`, honours it on requests, and is strict about offsets past the tail."""
 

@@ -8,9 +8,8 @@ status code; a malformed body or query is a 400 whose message names the field.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
@@ -96,8 +95,7 @@ def _start(mode: str | None, since: str | None) -> str | datetime:
 AUTOPILOT_BATCH = 100
 
 
-@dataclass(frozen=True)
-class PopQuery:
+class PopQuery(NamedTuple):
     """The query of both pop routes (Queen's names); unknown parameters are ignored, as Queen does."""
 
     batch: int | None

@@ -6,7 +6,7 @@ with a project's `anon` key) only where a stream is public. Roles are checked by
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from postbox import config, db, directory, tenancy
 from postbox.errors import Gone, NotFound, Unauthorized
@@ -20,8 +20,7 @@ ACCOUNT_TTL_S, MISSING_ACCOUNT_TTL_S = 60.0, 5.0
 READ, WRITE = "read", "write"
 
 
-@dataclass(frozen=True)
-class Access:
+class Access(NamedTuple):
     """The streams a request may use, and whether it may read only public ones (no key, or `anon`)."""
 
     scope: Scope

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import NamedTuple
 
 from postbox.errors import PostboxError
 
@@ -21,16 +22,14 @@ class OutOfRange(PostboxError):
     status, code = 416, "OFFSET_OUT_OF_RANGE"
 
 
-@dataclass(frozen=True)
-class Scope:
+class Scope(NamedTuple):
     """Whose streams a request names: a tenant's project."""
 
     tenant_id: str
     project_id: str
 
 
-@dataclass(frozen=True)
-class Producer:
+class Producer(NamedTuple):
     id: str
     epoch: int
     seq: int

@@ -4,7 +4,7 @@ staged parts, read back by offset, and the start of a bootstrap."""
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from postbox import db
 from postbox.errors import Conflict, Invalid, NotFound, TooLarge, TooManyRequests
@@ -17,8 +17,7 @@ MAX_SNAPSHOT = 8 * 1024 * 1024
 MAX_STAGED_PARTS = 256
 
 
-@dataclass(frozen=True)
-class Snapshot:
+class Snapshot(NamedTuple):
     offset: int
     content_type: str
     digest: str

@@ -7,8 +7,8 @@ the log engine (owner_kind 'durable', one partition per stream, named '').
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 import psycopg
 
@@ -18,8 +18,7 @@ from postbox.log_engine import store as log
 OWNER = "durable"
 
 
-@dataclass(frozen=True)
-class Stream:
+class Stream(NamedTuple):
     id: int
     tenant_id: str
     project_id: str

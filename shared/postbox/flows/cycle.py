@@ -13,7 +13,7 @@ an exception (500).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -31,8 +31,7 @@ class AckRequest:
     transaction_id: str | None = None
 
 
-@dataclass(frozen=True)
-class CycleRequest:
+class CycleRequest(NamedTuple):
     query_id: str
     partition_id: str
     consumer_group: str | None = None

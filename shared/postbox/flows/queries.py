@@ -8,8 +8,7 @@ same hash updates the queues and keeps the state; a different hash is a 409 nami
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -20,8 +19,7 @@ from ..tenancy import Principal
 from . import quotas, sinks
 
 
-@dataclass(frozen=True)
-class QueryRow:
+class QueryRow(NamedTuple):
     id: str
     tenant_id: str
     name: str

@@ -10,8 +10,7 @@ index range.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 from psycopg.types.json import Jsonb
@@ -37,8 +36,7 @@ WHERE p.id = %(partition)s AND p.tenant_id = %(tenant)s AND p.owner_kind = %(kin
 """
 
 
-@dataclass(frozen=True)
-class Refs:
+class Refs(NamedTuple):
     partition: int
     queue_name: str | None            # the source queue's name (None: the partition has no queue)
     query: queries.QueryRow | None    # None: no such query of the caller's
@@ -110,8 +108,7 @@ def get(principal: Principal, query_id: str, partition_id: str, *, keys: list[st
     return {"success": True, "rows": rows}
 
 
-@dataclass(frozen=True)
-class StateOp:
+class StateOp(NamedTuple):
     kind: str                      # upsert | delete
     key: str
     value: Any = None

@@ -6,7 +6,7 @@ other keys name a project by `project` (body or query), `default` when omitted.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import psycopg
 
@@ -15,8 +15,7 @@ from ..errors import NotFound
 from ..tenancy import Principal
 
 
-@dataclass(frozen=True)
-class Project:
+class Project(NamedTuple):
     id: str
     name: str
 

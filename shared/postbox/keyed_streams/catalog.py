@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 import psycopg
 
@@ -16,8 +16,7 @@ OWNER_KIND = "stream"
 PARTITION = ""  # one partition per stream
 
 
-@dataclass(frozen=True)
-class Stream:
+class Stream(NamedTuple):
     id: int
     tenant_id: str
     project: Project

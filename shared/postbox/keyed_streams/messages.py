@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -41,8 +40,7 @@ def unit_of(key: str | None, offset: int) -> str:
     return f"k:{key}" if key is not None else f"m:{offset}"
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(NamedTuple):
     offset: int
     msg_id: str
     key: str | None

@@ -9,9 +9,8 @@ compression and the message documents stay here.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -23,8 +22,7 @@ from .durations import default_max_backlog, default_retention, parse_duration
 MAX_BATCH = 100
 
 
-@dataclass(frozen=True)
-class Outgoing:
+class Outgoing(NamedTuple):
     payload: Any
     key: str | None = None
     headers: dict[str, Any] | None = None
@@ -33,8 +31,7 @@ class Outgoing:
     expires_at: datetime | None = None
 
 
-@dataclass(frozen=True)
-class Refused:
+class Refused(NamedTuple):
     """A message of a batch that was not published, with the code and message (and status) a
     single publish of it would have answered."""
 

@@ -6,9 +6,8 @@ with `start: "earliest"`, every available message still retained too).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -23,8 +22,7 @@ DEFAULT_LEASE_MS = 30_000
 COUNT_CAP = 10_000
 
 
-@dataclass(frozen=True)
-class Subscription:
+class Subscription(NamedTuple):
     id: int
     stream_id: int
     name: str

@@ -8,8 +8,8 @@ other groups are served in parallel. Time comes from the database. No wire forma
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 import psycopg
 
@@ -86,8 +86,7 @@ def read_window(conn: psycopg.Connection, partition_id: int, from_offset: int, m
 Start = str | datetime  # "all" | "new" | a timestamp
 
 
-@dataclass(frozen=True)
-class Cursor:
+class Cursor(NamedTuple):
     partition_id: int
     partition: str               # the partition's name
     group: str

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import struct
 import threading
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import zstandard
 
@@ -40,8 +40,7 @@ def _decompressor() -> zstandard.ZstdDecompressor:
     return found
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(NamedTuple):
     payload: bytes
     id: str = ""
     key: str | None = None
@@ -49,8 +48,7 @@ class Record:
     ts_ms: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     """A record read back, with its offset and (resolved) timestamp."""
 
     offset: int

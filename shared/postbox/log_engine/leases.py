@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 
 import psycopg
 
@@ -174,8 +174,7 @@ def expire(conn: psycopg.Connection, cursor: Cursor, policy: RetryPolicy, dead_l
 # ---- the head message of an ordering unit ----------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Delivery:
+class Delivery(NamedTuple):
     """One leased message: its offset, which delivery this is, the receipt proving the lease."""
 
     offset: int
@@ -200,8 +199,7 @@ def parse_receipts(receipts: list[str]) -> list[tuple[int, uuid.UUID]] | None:
     return out
 
 
-@dataclass(frozen=True)
-class Triage:
+class Triage(NamedTuple):
     """What to do with the heads of free units: lease `deliver` (unit -> offset), dead-letter
     `dead`, drop `gone` (no longer deliverable); `again` are the units whose next head to look at."""
 

@@ -14,11 +14,10 @@ queue's `max_reads` is max_attempts (its claim applies the decision in SQL).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class RetryDecision:
+class RetryDecision(NamedTuple):
     """What storage does with failed work: deliver it again after `delay_ms`, or dead-letter it."""
 
     dead_letter: bool
@@ -26,8 +25,7 @@ class RetryDecision:
     delay_ms: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class RetryPolicy:
+class RetryPolicy(NamedTuple):
     max_attempts: int | None
     retry_delay_ms: int = 0
 

@@ -7,15 +7,14 @@ The engine knows partitions by id and owners by (kind, id); it knows nothing of 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import psycopg
 
 from .frames import Entry, Record, decode, id_hash, pack, unpack
 
 
-@dataclass(frozen=True)
-class Partition:
+class Partition(NamedTuple):
     id: int
     name: str
     next_offset: int
@@ -23,8 +22,7 @@ class Partition:
     stored_bytes: int
 
 
-@dataclass(frozen=True)
-class Appended:
+class Appended(NamedTuple):
     """Offsets given to the records appended, and the records skipped as duplicates."""
 
     first_offset: int

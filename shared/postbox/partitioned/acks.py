@@ -14,8 +14,7 @@ Nothing here commits, so a caller can ack inside its own transaction (`transacti
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -29,8 +28,7 @@ from .shapes import is_dead_letter, is_ok
 RETAINED_LEASE_SECONDS = 1.0
 
 
-@dataclass(frozen=True)
-class Ack:
+class Ack(NamedTuple):
     lease_id: str | None  # None: whichever lease holds the partition for the group now (as Queen acks)
     status: str | None = "completed"
     transaction_id: str | None = None   # None: the whole leased batch
@@ -175,7 +173,7 @@ def _with_current_lease(conn: psycopg.Connection, tenant_id: str, a: Ack) -> Ack
     ).fetchone()
     if row is None:
         raise Conflict("lease is not held: it expired, was released, or is not yours", code="invalid_lease")
-    return replace(a, lease_id=str(row[0]))
+    return a._replace(lease_id=str(row[0]))
 
 
 def _on_partitions(conn: psycopg.Connection, a: Ack) -> list[Ack]:
@@ -188,12 +186,12 @@ def _on_partitions(conn: psycopg.Connection, a: Ack) -> list[Ack]:
     if len(held) < 2:
         return [a]
     if a.transaction_id is None:
-        return [replace(a, partition_id=str(c.partition_id)) for c in held]
+        return [a._replace(partition_id=str(c.partition_id)) for c in held]
     for c in held:
         if c.batch_last_id == a.transaction_id or (c.batch_start is not None and c.batch_end is not None and any(
                 e.id == a.transaction_id for e in cursors.read_window(
                     conn, c.partition_id, c.batch_start, c.batch_end - c.batch_start, c.batch_end))):
-            return [replace(a, partition_id=str(c.partition_id))]
+            return [a._replace(partition_id=str(c.partition_id))]
     raise Conflict(f"transactionId {a.transaction_id} is not in this lease", code="not_in_lease")
 
 

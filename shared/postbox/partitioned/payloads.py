@@ -19,8 +19,7 @@ import json
 import secrets
 import threading
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import aws, config, jsoncodec
 from ..errors import Unavailable
@@ -55,8 +54,7 @@ def decode_many(stored: list[bytes], headers: list[bytes | None]) -> list[Any]:
     return [decode(s, h) for s, h in zip(stored, headers, strict=True)]
 
 
-@dataclass(frozen=True)
-class KeyRing:
+class KeyRing(NamedTuple):
     current: str
     keys: dict[str, bytes]
 

@@ -13,8 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -32,8 +31,7 @@ MAX_PAYLOAD_BYTES = MAX_REQUEST_BYTES
 MAX_ID_LENGTH = 256
 
 
-@dataclass(frozen=True)
-class Item:
+class Item(NamedTuple):
     queue: str
     payload: Any = None
     partition: str = DEFAULT_PARTITION
@@ -90,8 +88,7 @@ _PUSH = (
 )
 
 
-@dataclass
-class _Group:
+class _Group(NamedTuple):
     queue: str
     partition: str
     indexes: list[int]          # input positions, in order
@@ -194,8 +191,7 @@ def push(conn: psycopg.Connection, tenant_id: str, items: list[Item], *, notify:
             return _results(items, groups, plans, appended, _stored_keys(conn, plans, appended))
 
 
-@dataclass
-class _Plan:
+class _Plan(NamedTuple):
     records: list[Record]
     hashes: list[bytes]
     keep: list[int]                 # positions in the group that get appended

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -14,8 +13,7 @@ from ..errors import Invalid, NotFound
 MAX_PARTITION_NAME = names.PARTITION.max_length
 
 
-@dataclass(frozen=True)
-class Queue:
+class Queue(NamedTuple):
     id: int
     tenant_id: str
     name: str
@@ -44,7 +42,7 @@ OPTIONS = {
     "encryptionEnabled": "encryption_enabled",
     "dlqAfterMaxRetries": "dlq_after_max_retries",
 }
-_COLUMNS = ", ".join(f.name for f in fields(Queue))
+_COLUMNS = ", ".join(Queue._fields)
 
 
 def check_name(name: str, field: str = "queue") -> None:

@@ -4,8 +4,7 @@ cursor and nothing to ack. On an open connection; reads only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -18,8 +17,7 @@ OFFSET_OUT_OF_RANGE = "OFFSET_OUT_OF_RANGE"
 UNKNOWN_TOPIC_OR_PARTITION = "UNKNOWN_TOPIC_OR_PARTITION"
 
 
-@dataclass(frozen=True)
-class FetchEntry:
+class FetchEntry(NamedTuple):
     queue: str
     partition: str
     offset: int = 0

@@ -6,9 +6,8 @@ answered exactly like a missing one. Pops long-poll on the queue's wake-up chann
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import db, history, tenancy, wait_slots, wakeup
 from ..errors import Invalid, NotFound
@@ -47,8 +46,7 @@ def push(principal: Principal, items: list[Item]) -> list[dict[str, Any]]:
         return produce.push(conn, tenant, items)
 
 
-@dataclass(frozen=True)
-class PopRequest:
+class PopRequest(NamedTuple):
     queue: str
     partition: str | None = None
     batch: int = 1

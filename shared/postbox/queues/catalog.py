@@ -5,8 +5,7 @@ Another tenant's queue is answered exactly like a missing one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -16,8 +15,7 @@ from ..tenancy import Principal
 from . import engine, plans
 
 
-@dataclass(frozen=True)
-class Queue:
+class Queue(NamedTuple):
     ref: engine.QueueRef
     tenant_id: str
     app_send: bool

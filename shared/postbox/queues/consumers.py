@@ -23,8 +23,7 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
@@ -53,8 +52,7 @@ _GIVE_KICK = "UPDATE consumer_kicks SET until = '-infinity' WHERE queue_id = %s"
 _HAS_VISIBLE = "SELECT EXISTS (SELECT 1 FROM queue_messages WHERE queue_id = %s AND vt <= clock_timestamp())"
 
 
-@dataclass(frozen=True)
-class ConsumerQueue:
+class ConsumerQueue(NamedTuple):
     ref: engine.QueueRef
     tenant_id: str
     name: str

@@ -7,16 +7,14 @@ their internal id and knows nothing of any surface's wire format.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
 
 from ..log_engine.retry import RetryPolicy
 
 
-@dataclass(frozen=True)
-class QueueRef:
+class QueueRef(NamedTuple):
     """What the engine needs to know about a queue to hand out and dead-letter its messages."""
 
     id: int
@@ -32,8 +30,7 @@ class QueueRef:
         return RetryPolicy(self.max_reads)
 
 
-@dataclass(frozen=True)
-class Message:
+class Message(NamedTuple):
     msg_id: int
     read_ct: int
     enqueued_at: float
@@ -178,8 +175,7 @@ def browse(
 METRICS_COUNT_CAP = 100_000
 
 
-@dataclass(frozen=True)
-class Counters:
+class Counters(NamedTuple):
     sent: int
     removed: int
     live_bytes: int

@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import psycopg
 
 
-@dataclass(frozen=True)
-class Limits:
+class Limits(NamedTuple):
     max_queues: int
     messages_month: int
     max_message_bytes: int
@@ -26,8 +25,7 @@ class Limits:
         }
 
 
-@dataclass(frozen=True)
-class Usage:
+class Usage(NamedTuple):
     queues: int
     stored_bytes: int
     messages_month: int

@@ -15,9 +15,8 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import cells, config, db, key_power, limits, tenancy
 from ..errors import Invalid, NotFound
@@ -29,8 +28,7 @@ PREFIX = "PBSQ"  # 20 characters, as AWS access key ids are
 _ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567"
 
 
-@dataclass(frozen=True)
-class Credential:
+class Credential(NamedTuple):
     principal: Principal
     secret: str
 
