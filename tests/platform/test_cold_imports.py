@@ -42,6 +42,22 @@ def test_no_function_imports_jsonschema_before_a_schema_is_used(function):
     assert _packages(_loaded_after(module)) & {"jsonschema", "referencing", "jsonschema_specifications"} == set()
 
 
+@pytest.mark.parametrize("function", sorted(FUNCTIONS))
+def test_no_function_imports_zstandard_before_a_batch_may_be_compressed(function):
+    module = FUNCTIONS[function].rpartition(".")[0]
+    assert "zstandard" not in _packages(_loaded_after(module))
+
+
+def test_the_log_engine_imports_zstandard_with_its_first_compressed_batch():
+    small = _loaded_after("postbox.log_engine.frames", "from postbox.log_engine import frames",
+                          "assert frames.unpack(*frames.compress(b'x' * 10)) == b'x' * 10")
+    assert "zstandard" not in small
+    big = _loaded_after("postbox.log_engine.frames", "from postbox.log_engine import frames",
+                        "codec, stored = frames.compress(b'x' * 4096)",
+                        "assert codec == frames.ZSTD and frames.unpack(codec, stored) == b'x' * 4096")
+    assert "zstandard" in big
+
+
 def test_request_model_modules_do_not_postpone_their_annotations():
     """Pydantic would parse and compile each postponed annotation's text as it makes the class."""
     modules = [ROOT / "functions/api/common_schema.py", *sorted((ROOT / "functions/api").glob("*/schema.py"))]

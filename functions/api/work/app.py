@@ -19,8 +19,7 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from functions.api.common import principal_from, retry_headers
 from functions.api.work.envelope import MOUNT, REQUEST_ID_PREFIX, app, caller, data, envelope
 from functions.observability import instrument
-from functions.schedules import AGENTS
-from postbox import agents, jsoncodec
+from postbox import jsoncodec
 from postbox.errors import PostboxError
 from postbox.tenancy import require
 from postbox.work import ratelimit
@@ -33,6 +32,10 @@ router = Router()
 
 @router.get("/system-agents")
 def system_agents():
+    # Imported here: an operator's view, which the agent table would cost every cold start.
+    from functions.schedules import AGENTS
+    from postbox import agents
+
     require(caller(), VIEW)
     return data(agents.status(a.name for a in AGENTS))
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import hashlib
 import struct
 import threading
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-import zstandard
+if TYPE_CHECKING:
+    import zstandard
 
 _HEADER = struct.Struct("<qHHII")
 _NO_KEY = 0xFFFF
@@ -29,6 +30,10 @@ _codecs = threading.local()
 def _compressor() -> zstandard.ZstdCompressor:
     found = getattr(_codecs, "compressor", None)
     if found is None:
+        # Imported by the first batch that may compress (0.2 % of a minimal handler's cold import),
+        # which a function that writes small batches and reads them back never needs.
+        import zstandard
+
         found = _codecs.compressor = zstandard.ZstdCompressor(level=1)
     return found
 
@@ -36,6 +41,8 @@ def _compressor() -> zstandard.ZstdCompressor:
 def _decompressor() -> zstandard.ZstdDecompressor:
     found = getattr(_codecs, "decompressor", None)
     if found is None:
+        import zstandard  # the first compressed segment read (see `_compressor`)
+
         found = _codecs.decompressor = zstandard.ZstdDecompressor()
     return found
 

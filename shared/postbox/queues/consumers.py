@@ -22,7 +22,6 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import psycopg
@@ -161,6 +160,8 @@ def _serve(queues: list[ConsumerQueue], invoke: Invoker, deadline: float, worker
     def serve(task: tuple[ConsumerQueue, int]) -> int:
         with cells.use(cell):
             return _serve_slot(task[0], task[1], invoke, deadline)
+
+    from concurrent.futures import ThreadPoolExecutor  # the dispatcher's alone: a send never needs it
 
     with ThreadPoolExecutor(max_workers=min(workers, len(tasks)), thread_name_prefix="consumer") as pool:
         return sum(pool.map(serve, tasks))
