@@ -85,6 +85,17 @@ def test_the_sqs_function_reads_the_query_protocol_only_when_a_query_request_arr
     assert set(query) <= then
 
 
+def test_the_queues_function_reads_the_sqs_credentials_routes_with_the_first_request_to_them():
+    module = "functions.api.queues.sqs_credentials"
+    assert module not in _loaded_after("functions.api.queues.app")
+    then = _loaded_after(
+        "functions.api.queues.app", "from functions.api.queues import app",
+        "from functions.local.events import http_event", "from functions.local.lambda_context import LocalContext",
+        "answer = app.handler(http_event('GET', '/api/v1/sqs/credentials'), LocalContext('queues'))",
+        "assert answer['statusCode'] == 401 and 'No valid session' in answer['body'], answer")  # no key
+    assert module in then
+
+
 def test_the_work_schemas_import_jsonschema_when_a_schema_is_first_checked():
     loaded = _loaded_after("postbox.work.schemas",
                            "from postbox.work import schemas",

@@ -8,7 +8,6 @@ from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
 from functions.api.common import HistoryWindow, SurfaceResolver, json_response
-from functions.api.queues import sqs_credentials
 from functions.api.queues.schema import (
     CreateQueue,
     MessageIds,
@@ -145,7 +144,8 @@ def browse(
 
 app.include_router(queues, prefix="/api/v1/queues")
 app.include_router(messages, prefix="/api/v1/queues")
-app.include_router(sqs_credentials.router(app), prefix=sqs_credentials.MOUNT)
+# The SQS credentials' routes come in with the first request to them: few containers serve one.
+app.include_lazily("functions.api.queues", "/api/v1/sqs/credentials", [(r"(/|$)", "sqs_credentials")])
 
 
 @lambda_handler
