@@ -4,7 +4,6 @@ what a write or a read did, and the content-type rules both share. No SQL, no HT
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import NamedTuple
 
@@ -40,8 +39,7 @@ class Producer(NamedTuple):
         return json.dumps([self.id, self.epoch, self.seq])
 
 
-@dataclass
-class CreateSpec:
+class CreateSpec(NamedTuple):
     content_type: str | None = None
     ttl_seconds: int | None = None
     expires_at: datetime | None = None
@@ -54,14 +52,12 @@ class CreateSpec:
     public: bool = False
 
 
-@dataclass
-class Created:
+class Created(NamedTuple):
     stream: Stream
     created: bool
 
 
-@dataclass
-class Written:
+class Written(NamedTuple):
     """What a write did: `next_offset` is the tail after it; `offset` where its data starts."""
 
     next_offset: int
@@ -73,11 +69,10 @@ class Written:
     incarnation: str = ""
 
 
-@dataclass
-class Read:
+class Read(NamedTuple):
     stream: Stream
     start: int
-    payloads: list[bytes] = field(default_factory=list)
+    payloads: list[bytes]
     next_offset: int = 0
     up_to_date: bool = True
 
