@@ -19,6 +19,7 @@ from aws_lambda_powertools.event_handler.api_gateway import ResponseBuilder, Rou
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
+from functions.api.lazy_routers import LazyPattern
 from functions.api.request_local import RequestLocalResolver
 from functions.observability import request_logger
 from functions.request_record import request_story
@@ -159,11 +160,12 @@ class SurfaceResolver(RequestLocalResolver):
             return json_response(404, envelope(404, "not_found", "No such route.", {}))
 
     @staticmethod
-    def _compile_regex(rule: str, base_regex: str = "^{}/?$") -> re.Pattern[str]:
+    def _compile_regex(rule: str, base_regex: str = "^{}/?$") -> LazyPattern:
         """A path parameter is any text between slashes: API Gateway already matched the route, and a
         name the surface refuses is its own 404 or invalid-name answer, never "No such route" (and,
-        as for every `RequestLocalResolver`, a trailing slash matches the path without it)."""
-        return re.compile(base_regex.format(re.sub(r"<(\w+)>", r"(?P<\1>[^/]+)", rule)))
+        as for every `RequestLocalResolver`, a trailing slash matches the path without it). Compiled
+        when a request is first matched against it (`LazyPattern`)."""
+        return LazyPattern(base_regex.format(re.sub(r"<(\w+)>", r"(?P<\1>[^/]+)", rule)))
 
     def _to_response(self, result: Any) -> Any:
         """A route's dict or list answer, serialized here when it holds JSON types only. Powertools

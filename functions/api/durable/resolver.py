@@ -13,6 +13,7 @@ from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 
 from functions.api.common import SurfaceResolver, principal_from
 from functions.api.durable.wire import CORS, URSULA, error_response
+from functions.api.lazy_routers import LazyPattern
 from postbox.errors import PostboxError
 from postbox.tenancy import Principal
 
@@ -25,11 +26,11 @@ class DurableResolver(SurfaceResolver):
     """A resolver whose `<rest>` parameter is greedy, as API Gateway's `{rest+}` is."""
 
     @staticmethod
-    def _compile_regex(rule: str, base_regex: str = "^{}$"):
+    def _compile_regex(rule: str, base_regex: str = "^{}$") -> LazyPattern:
         def group(m: re.Match) -> str:
             return f"(?P<{m.group(1)}>{'.+' if m.group(1) == 'rest' else '[^/]+'})"
 
-        return re.compile(base_regex.format(re.sub(r"<(\w+)>", group, rule)))
+        return LazyPattern(base_regex.format(re.sub(r"<(\w+)>", group, rule)))
 
 
 app = DurableResolver(envelope, validation_status=400, anonymous=True)  # public streams: no key needed

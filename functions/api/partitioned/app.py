@@ -15,6 +15,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
 from functions.api.common import HistoryWindow, SurfaceResolver, first_invalid, json_response
+from functions.api.lazy_routers import LazyPattern
 from functions.api.partitioned.schema import (
     AckBatch,
     AckBody,
@@ -51,11 +52,11 @@ class PartitionedResolver(SurfaceResolver):
     the catch-all that answers an unknown `/api/v1` route in Queen's error shape."""
 
     @staticmethod
-    def _compile_regex(rule: str, base_regex: str = "^{}$"):
+    def _compile_regex(rule: str, base_regex: str = "^{}$") -> LazyPattern:
         def group(m: re.Match) -> str:
             return f"(?P<{m.group(1)}>{'.+' if m.group(1) == 'path' else '[^/]+'})"
 
-        return re.compile(base_regex.format(re.sub(r"<(\w+)>", group, rule)))
+        return LazyPattern(base_regex.format(re.sub(r"<(\w+)>", group, rule)))
 
 
 app = PartitionedResolver(envelope, validation_status=400)
