@@ -12,7 +12,6 @@ an exception (500).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import psycopg
@@ -23,11 +22,10 @@ from ..tenancy import Principal
 from . import queries, sinks, state
 
 
-@dataclass(frozen=True)
-class AckRequest:
+class AckRequest(NamedTuple):
     lease_id: str
     status: str | None = "completed"
-    count: int | None = None
+    count: int | None = None  # (it shadows tuple.count, which nothing calls on an ack)
     transaction_id: str | None = None
 
 
