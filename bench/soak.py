@@ -629,8 +629,8 @@ def main() -> None:
                             help="messages in all, over the four surfaces (default 1,000,000)")
         parser.add_argument("--window", type=int, default=60,
                             help="seconds of messages each surface holds: its retention and agent periods (default 60)")
-        parser.add_argument("--rate", type=float, default=200,
-                            help="messages a second per surface; 0 runs as fast as the clients go (default 200)")
+        parser.add_argument("--rate", type=float, default=100,
+                            help="messages a second per surface; 0 runs as fast as the clients go (default 100)")
         parser.add_argument("--batch", type=int, default=10, help="messages a produce call carries (default 10)")
         parser.add_argument("--work-clients", type=int, default=2,
                             help="client processes of the work surface, whose publishes are one a request (default 2)")
