@@ -3,7 +3,6 @@ reordered a waiting message's columns: every row, column and trigger kept."""
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 
 import psycopg
@@ -12,6 +11,7 @@ import pytest
 from postbox import db, migrate
 from postbox.queues import service
 from support import database as session_db
+from support.cells import empty_database
 
 
 def test_a_read_logs_the_columns_it_changes_not_the_message(tenant):
@@ -38,12 +38,8 @@ def test_a_read_logs_the_columns_it_changes_not_the_message(tenant):
 def database_before_reorder(database_url, monkeypatch):
     """A new database migrated up to the migration before the reorder; dropped after."""
     owner = session_db.OWNER_URL or database_url
-    name = f"reorder_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(owner, autocommit=True) as conn:
-        conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
-    info = psycopg.conninfo.conninfo_to_dict(owner)
-    info["dbname"] = name
-    url = psycopg.conninfo.make_conninfo(**info)
+    url = empty_database(database_url, "reorder")
+    name = psycopg.conninfo.conninfo_to_dict(url)["dbname"]
     every = migrate.available()
     reorder = next(v for v, n, _ in every if n.endswith("_queue_write_cost.sql"))
     monkeypatch.setattr(migrate, "available", lambda: [m for m in every if m[0] < reorder])
