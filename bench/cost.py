@@ -140,6 +140,15 @@ def cycle_queues(t: Timer, n: int, q: str) -> None:
     assert len(read) == len(ids) == n
 
 
+def cycle_queues_delete(t: Timer, n: int, q: str) -> None:
+    """Informational, not the goal's workload: read and delete (SQS's DeleteMessage) instead of archive."""
+    ids = _json(t.call("queues", "send_batch", "POST", f"/api/v1/queues/{q}/send_batch",
+                       {"messages": [{"n": i} for i in range(n)]}))["msg_ids"]
+    read = _json(t.call("queues", "read", "POST", f"/api/v1/queues/{q}/read", {"qty": n, "vt": 30}))["messages"]
+    t.call("queues", "delete", "POST", f"/api/v1/queues/{q}/delete", {"msg_ids": [m["msg_id"] for m in read]})
+    assert len(read) == len(ids) == n
+
+
 def cycle_partitioned(t: Timer, n: int, q: str) -> None:
     t.call("partitioned", "push", "POST", "/api/v1/push", {"items": [{"queue": q, "payload": {"n": i}}
                                                                      for i in range(n)]})
@@ -218,32 +227,44 @@ def server_cpu_s(url: str) -> float:
     return total
 
 
-def measure(url: str, key: str, reps: int) -> tuple[dict, dict, tuple[float, float]]:
+def measure(url: str, key: str, reps: int) -> tuple[dict, dict, tuple[float, float], dict]:
     """{(surface, n): {label: (wall, cpu, calls per cycle)}}, {(surface, n): (WAL bytes, server CPU s)
-    per message}, the warm key lookup's (wall, cpu)."""
+    per message}, the warm key lookup's (wall, cpu), and the informational read + delete cycle of
+    the queues at batch 10 as {"queues": requests} and {"wal": (WAL bytes, server CPU s)}."""
     t = Timer(key)
     names = setup(t, uuid.uuid4().hex[:6])
     state: dict = {}
     per_request: dict = {}
     wal: dict = {}
     for (surface, n), name in names.items():
-        cycle = CYCLES[surface]
         args = (state,) if surface == "durable" else ()
-        t.access_lines = True  # warm the path, and measure each request's access line
-        for _ in range(3):
-            cycle(t, n, name, *args)
-        t.access_lines = False
-        t.samples.clear()
-        count = max(10, reps // n)
-        before, cpu_before = wal_lsn(url), server_cpu_s(url)
-        for _ in range(count):
-            cycle(t, n, name, *args)
-        wal[(surface, n)] = ((wal_lsn(url) - before) / (count * n), (server_cpu_s(url) - cpu_before) / (count * n))
-        per_request[(surface, n)] = {label: (*_median(s), len(s) / count, _log_bytes(t, sf, label, s))
-                                     for (sf, label), s in t.samples.items() if sf == surface}
-        t.line_bytes.clear()
-        t.samples.clear()
-    return per_request, wal, t.key_lookup(reps)
+        per_request[(surface, n)], wal[(surface, n)] = measure_cycle(t, url, surface, CYCLES[surface], n, name,
+                                                                     args, reps)
+    q = f"cx10{uuid.uuid4().hex[:6]}"
+    t.call("queues", "setup", "POST", "/api/v1/queues", {"name": q})
+    requests, db_per_msg = measure_cycle(t, url, "queues", cycle_queues_delete, 10, q, (), reps)
+    return per_request, wal, t.key_lookup(reps), {"queues": requests, "wal": db_per_msg}
+
+
+def measure_cycle(t: Timer, url: str, surface: str, cycle, n: int, name: str, args: tuple,
+                  reps: int) -> tuple[dict, tuple[float, float]]:
+    """One surface's cycle at batch n, warmed, then timed: {label: (wall, cpu, calls per cycle, log
+    bytes)} and (WAL bytes, server CPU s) per message."""
+    t.access_lines = True  # warm the path, and measure each request's access line
+    for _ in range(3):
+        cycle(t, n, name, *args)
+    t.access_lines = False
+    t.samples.clear()
+    count = max(10, reps // n)
+    before, cpu_before = wal_lsn(url), server_cpu_s(url)
+    for _ in range(count):
+        cycle(t, n, name, *args)
+    db_per_msg = ((wal_lsn(url) - before) / (count * n), (server_cpu_s(url) - cpu_before) / (count * n))
+    requests = {label: (*_median(s), len(s) / count, _log_bytes(t, sf, label, s))
+                for (sf, label), s in t.samples.items() if sf == surface}
+    t.line_bytes.clear()
+    t.samples.clear()
+    return requests, db_per_msg
 
 
 # ---- memory sizing: every function's CPU and wait split, priced at each size ----------------------
@@ -415,7 +436,7 @@ def report_sizing(rows: list[tuple]) -> None:
               f"{chosen} | {rule} |")
 
 
-def report(per_request: dict, wal: dict, key_lookup: tuple[float, float]) -> None:
+def report(per_request: dict, wal: dict, key_lookup: tuple[float, float], deleting: dict) -> None:
     print("\n### Measured request durations (median) and the Lambda estimate (arm64, at each surface's size)\n")
     print("| surface | batch | request | wall ms | CPU ms | billed ms | log bytes |")
     print("| --- | ---: | --- | ---: | ---: | ---: | ---: |")
@@ -470,6 +491,10 @@ def report(per_request: dict, wal: dict, key_lookup: tuple[float, float]) -> Non
         for n in (1, 10):
             c = per_million(per_request[("queues", n)], n, wal[("queues", n)], sizes.surface_mb("queues"), door)
             print(f"queues at batch {n} via {door}: {c['total']:.2f} USD per million")
+    c = per_million(deleting["queues"], 10, deleting["wal"], sizes.surface_mb("queues"), "function-url")
+    print(f"informational, not a goal: queues at batch 10 via function-url, read + delete instead of archive"
+          f" (SQS's DeleteMessage; {deleting['wal'][0]:,.0f} WAL bytes per message, Aurora I/O"
+          f" {c['aurora_io']:.3f}): {c['total']:.2f} USD per million")
 
 
 def main() -> None:
@@ -483,8 +508,8 @@ def main() -> None:
     try:
         _, key, principal = bench_tenant(url)
 
-        per_request, wal, key_lookup = measure(url, key, reps)
-        report(per_request, wal, key_lookup)
+        per_request, wal, key_lookup, deleting = measure(url, key, reps)
+        report(per_request, wal, key_lookup, deleting)
         report_sizing(sizing_rows(per_request, sizing_samples(Timer(key), principal, reps)))
     finally:
         from postbox import db

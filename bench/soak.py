@@ -8,9 +8,11 @@ it (read + archive, pop + ack, claim + complete, an append read back), paced to 
 second per surface. Retention is shortened so that it cycles within the run: every surface holds
 about `--window` seconds of messages. At the end of each decile (a tenth of the messages consumed)
 the run records each surface's request latencies, the server's RSS (`postbox dev` and its worker
-processes), PostgreSQL's table and index sizes by group, and the messages each surface still holds.
-It prints the deciles, the last/first ratios (PASS within 1.2x) and each surface's holdings against
-the bound its retention implies. See bench/README.md and docs/soak.md.
+processes), PostgreSQL's table and index sizes by group, the messages each surface still holds, and
+what the decile's cost is made of (WAL, checkpoints, writes, autovacuum runs, shared buffers, the
+server's CPU by kind of process: bench/soak_causes.py). It prints the deciles, the last/first ratios
+(PASS within 1.2x) and each surface's holdings against the bound its retention implies. See
+bench/README.md and docs/soak.md.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ if __package__ in (None, ""):
 
 import psycopg  # noqa: E402
 
-from bench import common  # noqa: E402
+from bench import common, soak_causes  # noqa: E402
 
 DECILES = 10
 FLAT = 1.2  # the last decile within this of the first
@@ -332,9 +334,12 @@ class Snapshot:
     held: dict[str, int]  # surface -> messages still in its tables
     streams: int  # durable streams that exist
     vacuums: dict[str, tuple[int, int, int]]  # name -> (live rows, dead rows, vacuums so far), as estimated
+    counters: soak_causes.Counters  # PostgreSQL's WAL, checkpoints, writes, autovacuums so far; buffers in use
     seconds: float = 0.0  # the decile's wall time
     cpu: float = 0.0  # CPU seconds the server (postbox dev with its workers and agents, PostgreSQL) used in it,
     # less what it uses at rest in that time
+    cpu_by_kind: dict[str, float] = field(default_factory=dict)  # the server's CPU seconds in it by kind of
+    # process (postbox dev, PostgreSQL's backends, each of its background processes), not less its CPU at rest
     load: float = 0.0  # the machine's 1-minute load average at its end
     active: dict[str, float] = field(default_factory=dict)  # surface -> its clients' busiest time
     times: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (surface, kind) -> seconds
@@ -369,6 +374,7 @@ class Soak:
         # The warm-up lasts until every surface's retention has run and a vacuum followed: the first
         # decile then starts from the steady state the last one is compared with.
         self.warm_s = max(plan.hold_s(x) for x in SURFACES) + MARGIN_S + self.naptime
+        self.buffercache = soak_causes.enable_buffercache(url)
         self.snapshots: list[Snapshot] = []
 
     def roles(self, base: str) -> list[Role]:
@@ -393,21 +399,27 @@ class Soak:
 
     def measure(self, decile: int, started: float, messages: int, gateway_pid: int) -> Snapshot:
         with psycopg.connect(self.url, autocommit=True) as conn:
+            counters = soak_causes.read_counters(conn, group_of, self.buffercache)
             tables = {name: (t, i) for name, t, i in conn.execute(SIZES)}
             q, p, w, d, streams = conn.execute(HELD, {"q": self.queue_pk, "scope": self.scope}).fetchone()
             vacuums = {name: (live, dead, n) for name, live, dead, n in conn.execute(VACUUMS)}
         return Snapshot(decile, time.perf_counter() - started, messages, server_rss(gateway_pid), tables,
-                        {"queues": q, "partitioned": p, "work": w, "durable": d}, streams, vacuums)
+                        {"queues": q, "partitioned": p, "work": w, "durable": d}, streams, vacuums, counters)
 
     def server_cpu_at_rest(self, gateway: common.DevServer) -> float:
         """CPU seconds a second the server uses with no client: its agents' rounds. Subtracted from each
-        decile's CPU, so a slower decile's CPU per message does not grow by the agents' share alone."""
-        with self.cpu_meter(gateway) as idle:
+        decile's CPU, so a slower decile's CPU per message does not grow by the agents' share alone.
+        The same by kind of process goes to `idle_by_kind`."""
+        with self.cpu_by_kind(gateway) as by_kind, self.cpu_meter(gateway) as idle:
             time.sleep(IDLE_S)
+        self.idle_by_kind = {k: v / (IDLE_S + 0.3) for k, v in by_kind.used.items()}
         return (idle.used["gateway"] + idle.used["PostgreSQL"]) / (IDLE_S + 0.3)  # the meter waits 0.3 s more
 
     def cpu_meter(self, gateway: common.DevServer) -> common.CpuMeter:
         return common.CpuMeter(gateway=gateway.proc.pid, PostgreSQL=common.postmaster_pid(self.url))
+
+    def cpu_by_kind(self, gateway: common.DevServer) -> soak_causes.CpuByKind:
+        return soak_causes.CpuByKind(gateway.proc.pid, common.postmaster_pid(self.url))
 
     def agent_runs(self) -> dict[str, tuple[int, int, int]]:
         with psycopg.connect(self.url, autocommit=True) as conn:
@@ -445,8 +457,8 @@ class Soak:
 
     def _round(self, decile: int, roles: list[Role], start, phase, results, gateway: common.DevServer) -> tuple:
         """Start a round on every client process and wait for all of them: (their results, the wall
-        seconds, the server's CPU meter)."""
-        with self.cpu_meter(gateway) as cpu:
+        seconds, the server's CPU meter, its CPU by kind of process)."""
+        with self.cpu_by_kind(gateway) as by_kind, self.cpu_meter(gateway) as cpu:
             phase.value = decile
             start.wait()
             t0 = time.perf_counter()
@@ -455,13 +467,13 @@ class Soak:
         failed = [e for *_, e in got if e]
         if failed:
             raise RuntimeError(f"a client process failed: {failed[0]}")
-        return got, seconds, cpu
+        return got, seconds, cpu, by_kind.used
 
     def _deciles(self, roles: list[Role], start, phase, results, gateway: common.DevServer) -> None:
         common.progress(f"warm-up: {self.warm_s:.0f} s at the run's pace")
         t0, self.warm_messages = time.perf_counter(), 0
         while not self.warm_messages or time.perf_counter() - t0 < self.warm_s:
-            got, _, _ = self._round(0, roles, start, phase, results, gateway)
+            got, *_ = self._round(0, roles, start, phase, results, gateway)
             self.warm_messages += sum(g[2] for g in got)
         self.warm_seconds = time.perf_counter() - t0
         self.idle_cpu = self.server_cpu_at_rest(gateway)
@@ -470,10 +482,10 @@ class Soak:
         self.snapshots.append(self.measure(0, started, 0, gateway.proc.pid))
         for decile in range(1, DECILES + 1):
             common.progress(f"decile {decile} of {DECILES}")
-            got, seconds, cpu = self._round(decile, roles, start, phase, results, gateway)
+            got, seconds, cpu, snap_by_kind = self._round(decile, roles, start, phase, results, gateway)
             consumed += sum(g[2] for g in got)
             snap = self.measure(decile, started, consumed, gateway.proc.pid)
-            snap.seconds, snap.load = seconds, os.getloadavg()[0]
+            snap.seconds, snap.load, snap.cpu_by_kind = seconds, os.getloadavg()[0], snap_by_kind
             snap.cpu = max(0.0, cpu.used["gateway"] + cpu.used["PostgreSQL"] - self.idle_cpu * (seconds + 0.3))
             for index, _, _, busy, times, _ in got:
                 surface = roles[index].surface
@@ -510,7 +522,9 @@ class Soak:
                      f"{index_b / mb:,.1f}", *(f"{s.held[x]:,}" for x in SURFACES), s.streams)
             print("  ".join(f"{c:>11}" for c in cells))
 
-        print("\n2. Latency by surface and decile, ms (produce: one request; consume: take + ack;"
+        soak_causes.report(2, snaps, plan.total // DECILES, self.idle_by_kind, GROUP_NAMES)
+
+        print("\n3. Latency by surface and decile, ms (produce: one request; consume: take + ack;"
               " msg/s: the surface's clients' own time)")
         for surface in SURFACES:
             op = {"queues": "send_batch | read+archive", "partitioned": "push | pop+ack",
@@ -524,7 +538,7 @@ class Soak:
                          f"{len(prod) + len(cons):,}")
                 print("  " + "  ".join(f"{c:>10}" for c in cells))
 
-        print("\n3. Table and index sizes by group, MB (table = heap + TOAST; index = all its indexes)")
+        print("\n4. Table and index sizes by group, MB (table = heap + TOAST; index = all its indexes)")
         print("  " + "  ".join(f"{h:>14}" for h in ("decile", *GROUP_NAMES)))
         for s in snaps:
             cells = (s.decile, *(f"{s.group(g, 0) / mb:.2f}+{s.group(g, 1) / mb:.2f}" for g in GROUP_NAMES))
@@ -542,7 +556,7 @@ class Soak:
     def _checks(self, runs: list[Snapshot]) -> None:
         plan, first, last = self.plan, runs[0], runs[-1]
         share = plan.per_surface_decile
-        print(f"\n4. Last decile / first (PASS within {FLAT}x)")
+        print(f"\n5. Last decile / first (PASS within {FLAT}x)")
         per = plan.total // DECILES
         lines = [("server RSS", first.rss, last.rss, "MB"),
                  ("server CPU per message", first.cpu / per * 1000, last.cpu / per * 1000, "ms")]
@@ -554,12 +568,15 @@ class Soak:
             scale = (1 << 20) if unit == "MB" else 1
             print(f"  {_verdict(b / a <= FLAT)}  {label:<28} {a / scale:>9.2f} -> {b / scale:>9.2f} {unit}"
                   f"   ratio {b / a:.2f}")
+        for label, a, b, unit in soak_causes.last_over_first(self.snapshots, per):
+            form, ratio = ",.0f" if unit == "B" else ".2f", f"{b / a:.2f}" if a else "-"
+            print(f"  ....  {label:<28} {a:>9{form}} -> {b:>9{form}} {unit:<2}   ratio {ratio}   (section 2)")
         print(f"  ....  {'throughput, all four':<28} {per / first.seconds:>9,.0f} -> {per / last.seconds:>9,.0f} msg/s"
               f" ratio {first.seconds / last.seconds:.2f}")
         print(f"  ....  {'machine load average':<28} {first.load:>9.1f} -> {last.load:>9.1f}"
               "       (other work on the machine moves latency, not the server's CPU per message)")
 
-        print(f"\n5. Messages held against the bound retention implies: rate x (hold + {MARGIN_S} s), rate = the"
+        print(f"\n6. Messages held against the bound retention implies: rate x (hold + {MARGIN_S} s), rate = the"
               " surface's fastest decile (its clients' own time)")
         bounds = {}
         for surface in SURFACES:
@@ -571,7 +588,7 @@ class Soak:
                   f" most {most:,} (per decile: {' '.join(f'{s.held[surface]:,}' for s in runs)})")
 
         half = DECILES // 2
-        print(f"\n6. Table + index bytes by group: the largest at the end of deciles {half + 1}-{DECILES} within"
+        print(f"\n7. Table + index bytes by group: the largest at the end of deciles {half + 1}-{DECILES} within"
               f" {FLAT}x (or {PAGES_NOISE >> 10} KB) of the largest at the end of deciles 1-{half} (a deleted row's"
               " space is reused once vacuumed: a bounded table's size goes up and down with where the sweeps and"
               " vacuums stood, a growing one keeps setting new highs)")
@@ -587,7 +604,7 @@ class Soak:
             print(f"  {_verdict(ok)}  {group:<12} {early / (1 << 20):>8.2f} MB ->"
                   f" {late / (1 << 20):>8.2f} MB   ratio {late / early:.2f}")
 
-        print("\n7. Agents during the run (runs, rows processed, errors)")
+        print("\n8. Agents during the run (runs, rows processed, errors)")
         for agent, (r, p, e) in sorted(self.runs_after.items()):
             r0, p0, e0 = self.runs_before.get(agent, (0, 0, 0))
             if agent in ("queue-retention", "work-archiver", "partitioned-maintenance", "durable-expiry",
@@ -612,8 +629,8 @@ def main() -> None:
                             help="messages in all, over the four surfaces (default 1,000,000)")
         parser.add_argument("--window", type=int, default=60,
                             help="seconds of messages each surface holds: its retention and agent periods (default 60)")
-        parser.add_argument("--rate", type=float, default=200,
-                            help="messages a second per surface; 0 runs as fast as the clients go (default 200)")
+        parser.add_argument("--rate", type=float, default=100,
+                            help="messages a second per surface; 0 runs as fast as the clients go (default 100)")
         parser.add_argument("--batch", type=int, default=10, help="messages a produce call carries (default 10)")
         parser.add_argument("--work-clients", type=int, default=2,
                             help="client processes of the work surface, whose publishes are one a request (default 2)")

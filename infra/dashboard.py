@@ -3,7 +3,7 @@
 Everything comes from the tables and the code: a row per surface of `functions.routes.FUNCTIONS`
 (requests, errors, p50/p99 latency, and the messages in and out that its handler module counts,
 from the EMF records its requests write), the agents of
-`functions.schedules.AGENTS` (runs, errors, what each one did), the database and the proxy. The
+`functions.schedules.AGENTS` (runs, errors, what each one did), each cell's database and proxy. The
 Postbox metrics are found by reading each handler module's source: the service it passes to
 `instrument(...)` (the metrics' `service` dimension) and every `add_metric(name="...")`, so a
 metric a module stops emitting leaves the dashboard with it.
@@ -22,7 +22,7 @@ from functions import schedules as agent_table
 from infra.alarms import NAMESPACE
 from infra.api import Api
 from infra.artifacts import REPO
-from infra.database import Database
+from infra.cells import Cell
 from infra.settings import Settings
 
 WIDTH = 24
@@ -68,7 +68,8 @@ def tenant_query(s: Settings) -> str:
             f" | stats sum(weight) as requests{sums} by tenant | sort requests desc | limit 20")
 
 
-def widgets(s: Settings, api_id, region, db_cluster: str, proxy: str, failures_queue: str) -> list[dict]:
+def widgets(s: Settings, api_id, region, failures_queue: str, databases: list[tuple[str, str, str, str]]) -> list[dict]:
+    """`databases`: each cell's (name, region, cluster, proxy), the first cell's first."""
     def fn(name: str) -> str:
         return f"{s.prefix}-{name}"
 
@@ -98,25 +99,35 @@ def widgets(s: Settings, api_id, region, db_cluster: str, proxy: str, failures_q
                        + [["AWS/SQS", "ApproximateNumberOfMessagesVisible", "QueueName", failures_queue,
                            {"stat": "Maximum"}]], region))
     out.append(_widget("agents: work done", [m for a in agents for m in _emf(a.handler)], region))
-    cluster = ["DBClusterIdentifier", db_cluster]
-    out += [
-        _widget("database: capacity (ACU) and CPU",
+    for name, where, cluster, proxy in databases:
+        out += _database_widgets(f"database {name}" if len(databases) > 1 else "database",
+                                 f"proxy {name}" if len(databases) > 1 else "proxy", where, cluster, proxy)
+    return out
+
+
+def _database_widgets(database: str, proxy_title: str, region, cluster_id: str, proxy: str) -> list[dict]:
+    """One cell's cluster and proxy, in the cell's region."""
+    cluster = ["DBClusterIdentifier", cluster_id]
+    return [
+        _widget(f"{database}: capacity (ACU) and CPU",
                 [["AWS/RDS", "ServerlessDatabaseCapacity", *cluster], ["AWS/RDS", "CPUUtilization", *cluster]],
                 region, stat="Average"),
-        _widget("database: connections", [["AWS/RDS", "DatabaseConnections", *cluster]], region, stat="Maximum"),
-        _widget("proxy: clients, database connections, pinned",
+        _widget(f"{database}: connections", [["AWS/RDS", "DatabaseConnections", *cluster]], region, stat="Maximum"),
+        _widget(f"{proxy_title}: clients, database connections, pinned",
                 [["AWS/RDS", "ClientConnections", "ProxyName", proxy],
                  ["AWS/RDS", "DatabaseConnections", "ProxyName", proxy],
                  ["AWS/RDS", "DatabaseConnectionsCurrentlySessionPinned", "ProxyName", proxy]],
                 region, stat="Maximum"),
     ]
-    return out
 
 
-def build(s: Settings, api: Api | None, db: Database, failures: aws.sqs.Queue) -> aws.cloudwatch.Dashboard:
+def build(s: Settings, api: Api | None, stack_cells: list[Cell], failures: aws.sqs.Queue) -> aws.cloudwatch.Dashboard:
+    """The dashboard, with every cell's database and proxy (a stack of one cell: its rows as before cells)."""
     region = aws.get_region_output().region
     api_id = api.api.id if api else ""
-    body = pulumi.Output.all(api_id, region, db.cluster.cluster_identifier, db.proxy.name, failures.name).apply(
+    databases = [pulumi.Output.all(c.spec.region or region, c.db.cluster.cluster_identifier, c.db.proxy.name).apply(
+                     lambda a, name=c.spec.name: (name, *a)) for c in stack_cells]
+    body = pulumi.Output.all(api_id, region, failures.name, pulumi.Output.all(*databases)).apply(
         lambda a: pulumi.Output.json_dumps({"widgets": widgets(s, *a)})
     )
     return aws.cloudwatch.Dashboard("dashboard", dashboard_name=s.prefix, dashboard_body=body)

@@ -32,7 +32,7 @@ def build() -> dict[str, pulumi.Input]:
     net = network.build(s)
     owned = secrets.build(s)
     stack_cells = cells.build(s, net)
-    db = stack_cells[0].db  # the default cell's: the outputs and the dashboard from before cells
+    db = stack_cells[0].db  # the default cell's: the outputs from before cells
     lyr = layers.build(s)
     failed_runs = failures.build(s)
 
@@ -52,7 +52,7 @@ def build() -> dict[str, pulumi.Input]:
                           if http is not None and s.durable_streaming_api else None)
     schedules.build(s, fns, failed_runs, stack_cells)
     topic = alarms.build(s, http, fns, stack_cells, failed_runs)
-    board = dashboard.build(s, http, db, failed_runs)
+    board = dashboard.build(s, http, stack_cells, failed_runs)
     return {
         "front_door": s.front_door,
         # One base URL for the stack (API Gateway), or none and one per surface (function URLs).

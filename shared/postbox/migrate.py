@@ -60,12 +60,15 @@ SELECT 'trigger ' || quote_ident(t.tgname) || ' ON ' || t.tgrelid::regclass::tex
 """
 
 # Every function, view and trigger of schema public (extensions' excepted), with the statement
-# that drops it, triggers first, then views and functions, the newest first.
+# that drops it, triggers first, then views and functions, the newest first. A tenant move's
+# triggers (`postbox_move_<id>_...`, their functions in schema control) are the move's, installed
+# and removed by it: a migration run while a tenant moves leaves them (its capture and fence).
 _PRESENT = """
 SELECT 'trigger ' || quote_ident(t.tgname) || ' ON ' || t.tgrelid::regclass::text,
        format('DROP TRIGGER %I ON %s', t.tgname, t.tgrelid::regclass), 0, t.oid
   FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
  WHERE NOT t.tgisinternal AND c.relnamespace = 'public'::regnamespace
+   AND t.tgname NOT LIKE 'postbox\\_move\\_%'
    AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_trigger'::regclass
                    AND d.objid = t.oid AND d.deptype = 'e')
 UNION ALL

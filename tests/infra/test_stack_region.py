@@ -216,3 +216,15 @@ def test_a_cidr_of_its_own_is_taken_from_config():
 def test_cells_elsewhere_are_refused_with_the_reason(cells, reason):
     with pytest.raises(Exception, match=re.escape(reason)):
         run_stack("prod", {"aws:region": REGION, "cells": cells})
+
+
+def test_the_dashboard_shows_each_cells_database_in_its_region(far: StackRun):
+    (board,) = far.of_type("aws:cloudwatch/dashboard:Dashboard")
+    by_title = {w["properties"]["title"]: w for w in json.loads(board.inputs["dashboardBody"])["widgets"]}
+    for cell, cluster, region in (("cell-1", "postbox-prod", REGION), ("cell-2", "postbox-prod-cell-2", FAR)):
+        widget = by_title[f"database {cell}: capacity (ACU) and CPU"]["properties"]
+        assert widget["region"] == region
+        assert ["AWS/RDS", "ServerlessDatabaseCapacity", "DBClusterIdentifier", cluster] in widget["metrics"]
+        pinned = by_title[f"proxy {cell}: clients, database connections, pinned"]["properties"]
+        assert pinned["region"] == region and pinned["metrics"][0] == ["AWS/RDS", "ClientConnections", "ProxyName",
+                                                                        cluster]

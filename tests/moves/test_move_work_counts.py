@@ -86,3 +86,35 @@ def test_work_figures_and_events_are_exact_after_a_move_and_stay_exact(two_cells
             published = conn.execute("SELECT count(*) FROM work_messages m JOIN work_queues q ON q.id = m.queue_id"
                                      " WHERE q.scope_id = %s AND NOT q.is_system", (s["id"],)).fetchone()[0]
         assert sum(1 for kind, _ in seen if kind == "scaiqueue.message.published") == published == 160
+
+
+def test_the_sources_fold_waits_out_the_fence_and_loses_no_count(two_cells, moving):
+    """Under the fence the source's fold cannot write the moving tenant's counters: it folds nothing
+    (no agent error for the cell's other tenants, the mark kept), and the next fold after it does."""
+    p = tenancy.resolve_key(moving.key)
+    with directory.at(moving.id):
+        s = scopes.create_scope(p, {"slug": "fenced"})
+        q = queues.create_queue(p, s["id"], {"slug": "jobs"})["id"]
+    other = tenancy.resolve_key(tenancy.create_key(tenancy.create_tenant(f"stay-{moving.name}", cell="cell-1"),
+                                                   "manage").key)
+    with directory.at(other.tenant_id):
+        sweeps.fold_counts()
+        t = scopes.create_scope(other, {"slug": "staying"})
+        r = queues.create_queue(other, t["id"], {"slug": "jobs"})["id"]
+    folded: list[int] = []
+
+    def step(phase: str) -> None:
+        if phase == "check":  # under the fence, on the source
+            with directory.at(other.tenant_id):
+                messages.publish(other, t["id"], r, {"body": "staying"})
+                folded.append(sweeps.fold_counts())
+
+    with directory.at(moving.id):
+        messages.publish(p, s["id"], q, {"body": "moving"})  # not folded before the fence
+    moves.move(moving.name, "cell-2", step=step)
+    assert folded == [0]
+    with directory.at(other.tenant_id):
+        assert sweeps.fold_counts() >= 1  # the fence is gone: what waited is folded now
+        assert _figures(other, t["id"], r) == _recount(r) == (1, 0, 1, 0, 0)
+    with directory.at(moving.id):
+        assert _figures(p, s["id"], q) == _recount(q) == (1, 0, 1, 0, 0)

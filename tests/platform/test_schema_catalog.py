@@ -245,3 +245,26 @@ def test_no_sql_file_cites_a_migration_number():
         for name, sql in _sql_files(folder).items():
             cited = re.findall(r"(?i)\bmigrations?\s+\d{4}\b|(?<![-\w])00(?:0[1-9]|1\d|2[0-6])\b(?![-.]\d)", sql)
             assert not cited, f"{folder}/{name} cites {cited}"
+
+
+def test_a_moving_tenants_triggers_outlive_a_migration_run(fresh):
+    """A deploy's migration run while a tenant moves keeps the move's capture and fence triggers (they
+    are the move's own, removed by it): dropping them would let the tenant's writes go uncopied."""
+    from postbox.moves import triggers
+    from postbox.moves.tables import tables
+
+    url, _ = fresh
+    tenant = str(uuid.uuid4())
+    moving = "SELECT tgname, tgrelid::regclass::text FROM pg_trigger WHERE tgname LIKE 'postbox\\_move\\_9\\_%'"
+    with psycopg.connect(url, autocommit=True) as conn:
+        owned = tables(conn, tenant)
+        triggers.install_capture(conn, 9, owned)
+        triggers.install_fence(conn, 9, owned, tenant)
+        before = set(conn.execute(moving).fetchall())
+    assert len(before) > len(owned)
+    assert migrate.apply(url) == []
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert set(conn.execute(moving).fetchall()) == before
+        for kind in ("capture", "fence"):
+            triggers.remove(conn, 9, owned, kind)
+        assert conn.execute(moving).fetchall() == []

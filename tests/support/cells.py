@@ -10,17 +10,22 @@ import psycopg
 from support import database
 
 
-def new_database(database_url: str, label: str) -> str:
-    """An empty database on the session's server (made as the session's owner), migrated."""
-    from postbox import migrate
-
+def empty_database(database_url: str, label: str) -> str:
+    """A new, empty database on the session's server (made as the session's owner)."""
     owner = database.OWNER_URL or database_url
     name = f"postbox_{label}_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(owner, autocommit=True) as conn:
         conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name)))
     info = psycopg.conninfo.conninfo_to_dict(owner)
     info["dbname"] = name
-    url = psycopg.conninfo.make_conninfo(**info)
+    return psycopg.conninfo.make_conninfo(**info)
+
+
+def new_database(database_url: str, label: str) -> str:
+    """An empty database on the session's server, migrated."""
+    from postbox import migrate
+
+    url = empty_database(database_url, label)
     migrate.apply(url)
     return url
 

@@ -32,6 +32,8 @@ MAX_BATCH = 100  # messages a batch publish takes
 ACTIONS = {"complete": CONSUME, "fail": CONSUME, "release": CONSUME, "extend": CONSUME, "cancel": MANAGE}
 # The fields a lean claim asks for (a JSON array; NULL: the full documents), read by work_claim_answer.
 ATTRIBUTES = "set_config('postbox.claim_attributes', %s, true)"
+# A single publish: (tenant, scope, queue, the message's JSON, the key id, the schema id, the ACL gate).
+PUBLISH_SQL = f"SELECT work_publish_routed(%s, %s, %s, %s::jsonb, %s, %s) FROM {ENTER} _"
 
 
 def _prepared(principal: Principal, tenant_id: str, scope_id: str, message: dict[str, Any]) -> dict[str, Any]:
@@ -56,9 +58,8 @@ def publish(principal: Principal, scope_id: str, queue_id: str, message: dict[st
     def run(schema_id: str | None) -> dict[str, Any]:
         schema_id = schemas.checked(queue_id, schema_id, message.get("body"))
         with db.connection() as conn, db.domain_errors():
-            return conn.execute(f"SELECT work_publish_routed(%s, %s, %s, %s::jsonb, %s, %s) FROM {ENTER} _",
-                                (tenant_id, scope_id, queue_id, as_json(message), principal.key_id,
-                                 schema_id, gate)).fetchone()[0]
+            return conn.execute(PUBLISH_SQL, (tenant_id, scope_id, queue_id, as_json(message), principal.key_id,
+                                              schema_id, gate)).fetchone()[0]
 
     answer = _schema_retried(queue_id, schemas.believed(queue_id), run)
     return answer["message"], answer["replayed"]

@@ -244,7 +244,7 @@ $$;
 -- Fold the moves of the rows every transaction below the oldest running one wrote into the
 -- counters (slot 8, the fold's own: no hot path writes it), and move the mark there. One fold at a
 -- time (the mark's row); a queue deleted meanwhile is skipped (its counters went with it).
--- Returns how many journal rows it folded.
+-- Returns how many journal rows it folded (0 while a tenant of the cell is fenced for a move).
 CREATE OR REPLACE FUNCTION work_counts_fold() RETURNS int LANGUAGE plpgsql AS $$
 DECLARE
     v_from bigint;
@@ -258,22 +258,28 @@ BEGIN
     IF v_to <= v_from THEN
         RETURN 0;
     END IF;
-    WITH moves AS (
-        SELECT m.queue_id, sum(m.pending) AS pending, sum(m.claimed) AS claimed, sum(m.published) AS published,
-               sum(m.completed) AS completed, count(*) AS n
-        FROM work_journal_moves m WHERE m.txid >= v_from AND m.txid < v_to
-        GROUP BY m.queue_id
-    ), live AS MATERIALIZED (  -- every queue row first, in one order, kept while the counters are written
-        SELECT v.* FROM moves v JOIN work_queues q ON q.id = v.queue_id ORDER BY q.id FOR KEY SHARE OF q
-    ), added AS (
-        INSERT INTO work_queue_counters AS k (queue_id, slot, pending, claimed, published, completed)
-        SELECT l.queue_id, 8, l.pending, l.claimed, l.published, l.completed FROM live l
-        ON CONFLICT (queue_id, slot) DO UPDATE SET
-            pending = k.pending + excluded.pending, claimed = k.claimed + excluded.claimed,
-            published = k.published + excluded.published, completed = k.completed + excluded.completed
-        RETURNING 1
-    )
-    SELECT coalesce(sum(v.n), 0) INTO n FROM moves v;  -- (the insert runs whether it is read or not)
+    BEGIN
+        WITH moves AS (
+            SELECT m.queue_id, sum(m.pending) AS pending, sum(m.claimed) AS claimed, sum(m.published) AS published,
+                   sum(m.completed) AS completed, count(*) AS n
+            FROM work_journal_moves m WHERE m.txid >= v_from AND m.txid < v_to
+            GROUP BY m.queue_id
+        ), live AS MATERIALIZED (  -- every queue row first, in one order, kept while the counters are written
+            SELECT v.* FROM moves v JOIN work_queues q ON q.id = v.queue_id ORDER BY q.id FOR KEY SHARE OF q
+        ), added AS (
+            INSERT INTO work_queue_counters AS k (queue_id, slot, pending, claimed, published, completed)
+            SELECT l.queue_id, 8, l.pending, l.claimed, l.published, l.completed FROM live l
+            ON CONFLICT (queue_id, slot) DO UPDATE SET
+                pending = k.pending + excluded.pending, claimed = k.claimed + excluded.claimed,
+                published = k.published + excluded.published, completed = k.completed + excluded.completed
+            RETURNING 1
+        )
+        SELECT coalesce(sum(v.n), 0) INTO n FROM moves v;  -- (the insert runs whether it is read or not)
+    EXCEPTION WHEN SQLSTATE 'PB503' THEN
+        -- A tenant of this cell is fenced for its move to another cell (a second or two): its
+        -- counters are not written, so nothing is folded and the mark stays for the next run.
+        RETURN 0;
+    END;
     UPDATE work_counts_folded SET upto = v_to;
     RETURN n;
 END $$;
