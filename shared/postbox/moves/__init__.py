@@ -24,6 +24,7 @@ import psycopg
 
 from .. import cell_ids, cells, config, db, directory, tenancy
 from ..errors import Conflict, Invalid, NotFound
+from ..queues import retention
 from . import copying, counters, triggers
 from .tables import Table, tables
 
@@ -162,6 +163,7 @@ def _freeze_and_flip(control: psycopg.Connection, src: psycopg.Connection, dst: 
         raise Conflict(f"the copy differs from the source in {', '.join(differ)}; run the move again to"
                        " copy them again", code="move_check")
     cell_ids.advance_sequences(dst, cell_ids.positions(src))  # its next ids follow the ones it brought
+    retention.forget_marks(dst)  # the archive's ids it brought are above the marks taken before
     triggers.remove(dst, move_id, owned, "arrival")  # the copy is the tenant's now (its source fenced)
     say("flip")
     name = src.execute("SELECT name FROM tenants WHERE id = %s", (tenant_id,)).fetchone()[0]
