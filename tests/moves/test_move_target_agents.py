@@ -41,6 +41,9 @@ def test_the_targets_agents_leave_a_moving_tenants_rows_alone_until_the_check(tw
         conn.execute("UPDATE work_messages SET visible_at = clock_timestamp() - interval '1 s' WHERE queue_id ="
                      " (SELECT id FROM work_queues WHERE queue_id = %s)", (q,))
 
+    with psycopg.connect(two, autocommit=True) as conn:  # a retention run there an hour ago, its ids below the copy's
+        conn.execute("INSERT INTO queue_archive_marks VALUES (clock_timestamp() - interval '1 hour', 0)")
+
     delivered: list = []
     during: list[dict] = []
 
