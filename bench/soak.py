@@ -341,6 +341,7 @@ class Snapshot:
     cpu_by_kind: dict[str, float] = field(default_factory=dict)  # the server's CPU seconds in it by kind of
     # process (postbox dev, PostgreSQL's backends, each of its background processes), not less its CPU at rest
     load: float = 0.0  # the machine's 1-minute load average at its end
+    machine: soak_causes.MachineSpeed | None = None  # the machine's own speed in it
     active: dict[str, float] = field(default_factory=dict)  # surface -> its clients' busiest time
     times: dict[tuple[str, str], list[float]] = field(default_factory=dict)  # (surface, kind) -> seconds
 
@@ -457,8 +458,9 @@ class Soak:
 
     def _round(self, decile: int, roles: list[Role], start, phase, results, gateway: common.DevServer) -> tuple:
         """Start a round on every client process and wait for all of them: (their results, the wall
-        seconds, the server's CPU meter, its CPU by kind of process)."""
-        with self.cpu_by_kind(gateway) as by_kind, self.cpu_meter(gateway) as cpu:
+        seconds, the server's CPU meter, its CPU by kind of process, the machine's speed)."""
+        with (self.cpu_by_kind(gateway) as by_kind, self.cpu_meter(gateway) as cpu,
+              soak_causes.MachineSpeed() as machine):
             phase.value = decile
             start.wait()
             t0 = time.perf_counter()
@@ -467,7 +469,7 @@ class Soak:
         failed = [e for *_, e in got if e]
         if failed:
             raise RuntimeError(f"a client process failed: {failed[0]}")
-        return got, seconds, cpu, by_kind.used
+        return got, seconds, cpu, by_kind.used, machine
 
     def _deciles(self, roles: list[Role], start, phase, results, gateway: common.DevServer) -> None:
         common.progress(f"warm-up: {self.warm_s:.0f} s at the run's pace")
@@ -482,10 +484,10 @@ class Soak:
         self.snapshots.append(self.measure(0, started, 0, gateway.proc.pid))
         for decile in range(1, DECILES + 1):
             common.progress(f"decile {decile} of {DECILES}")
-            got, seconds, cpu, snap_by_kind = self._round(decile, roles, start, phase, results, gateway)
+            got, seconds, cpu, snap_by_kind, machine = self._round(decile, roles, start, phase, results, gateway)
             consumed += sum(g[2] for g in got)
             snap = self.measure(decile, started, consumed, gateway.proc.pid)
-            snap.seconds, snap.load, snap.cpu_by_kind = seconds, os.getloadavg()[0], snap_by_kind
+            snap.seconds, snap.load, snap.cpu_by_kind, snap.machine = seconds, os.getloadavg()[0], snap_by_kind, machine
             snap.cpu = max(0.0, cpu.used["gateway"] + cpu.used["PostgreSQL"] - self.idle_cpu * (seconds + 0.3))
             for index, _, _, busy, times, _ in got:
                 surface = roles[index].surface
@@ -564,10 +566,16 @@ class Soak:
             for kind in ("produce", "consume"):
                 a, b = _p50_p99(first.times[surface, kind], raw=True), _p50_p99(last.times[surface, kind], raw=True)
                 lines += [(f"{surface} {kind} p50", a[0], b[0], "ms"), (f"{surface} {kind} p99", a[1], b[1], "ms")]
+        slowed = (last.machine.probe_ms / first.machine.probe_ms
+                  if first.machine and last.machine and first.machine.probe_ms else 1.0)
+        print(f"  (the machine itself: a fixed piece of work took {slowed:.2f}x the CPU time in the last decile"
+              " that it took in the first; `on its speed` divides each time's ratio by that)")
         for label, a, b, unit in lines:
             scale = (1 << 20) if unit == "MB" else 1
+            on_speed = b / a / slowed
+            adjusted = "" if unit == "MB" else f"   on its speed {on_speed:.2f} {_verdict(on_speed <= FLAT)}"
             print(f"  {_verdict(b / a <= FLAT)}  {label:<28} {a / scale:>9.2f} -> {b / scale:>9.2f} {unit}"
-                  f"   ratio {b / a:.2f}")
+                  f"   ratio {b / a:.2f}{adjusted}")
         for label, a, b, unit in soak_causes.last_over_first(self.snapshots, per):
             form, ratio = ",.0f" if unit == "B" else ".2f", f"{b / a:.2f}" if a else "-"
             print(f"  ....  {label:<28} {a:>9{form}} -> {b:>9{form}} {unit:<2}   ratio {ratio}   (section 2)")

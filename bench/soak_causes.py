@@ -1,12 +1,15 @@
 """What a soak decile's cost is made of, so that a run can tell noise from growth: PostgreSQL's
 write-ahead log, checkpoints, buffer writes, autovacuum by table group and shared buffers in use (its
-statistics views, read at each decile's end), and the server's CPU by kind of process (read from
-/proc while the decile runs)."""
+statistics views, read at each decile's end), the server's CPU by kind of process (read from
+/proc while the decile runs), and the machine's own speed in the decile (a fixed piece of work timed
+in a thread of its own, and the CPU time the hypervisor took from the machine's cores)."""
 
 from __future__ import annotations
 
 import os
+import statistics
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -169,6 +172,55 @@ class CpuByKind:
 # ---- the report ------------------------------------------------------------------------------------
 
 
+class MachineSpeed:
+    """How fast the machine itself is while it is open. A virtual machine's cores are shared with the
+    host's other work: when a neighbour loads the same physical cores and caches, every process needs
+    more CPU time for the same work, ours included, and CPU time per message or a latency cannot tell
+    that from our own work growing. A fixed piece of pure Python work, timed in CPU time every
+    PROBE_EVERY_S in a thread of its own (about 2 % of a core), can: `probe_ms` is its median. `steal_s`
+    is the time the hypervisor ran something else on the machine's cores (/proc/stat), for every core."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+        self.probe_ms = self.steal_s = 0.0
+        self._stop = threading.Event()
+
+    def __enter__(self) -> MachineSpeed:
+        self._steal = _steal_ticks()
+        self._thread = threading.Thread(target=self._probe, name="machine-speed", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.steal_s = (_steal_ticks() - self._steal) / os.sysconf("SC_CLK_TCK")
+        self.probe_ms = statistics.median(self.samples) * 1000 if self.samples else 0.0
+
+    def _probe(self) -> None:
+        while not self._stop.wait(PROBE_EVERY_S):
+            started = time.thread_time()
+            fixed_work()
+            self.samples.append(time.thread_time() - started)
+
+
+PROBE_EVERY_S = 2.0
+
+
+def fixed_work() -> int:
+    """The same instructions every time (about 40 ms of CPU on the 2-core test machine)."""
+    total = 0
+    for i in range(400_000):
+        total = (total + i * i) % 1_000_003
+    return total
+
+
+def _steal_ticks() -> int:
+    with open("/proc/stat") as stat:
+        fields = stat.readline().split()  # cpu user nice system idle iowait irq softirq steal ...
+    return int(fields[8]) if len(fields) > 8 else 0
+
+
 def report(number: int, snaps: list, per: int, idle: dict[str, float], groups: tuple[str, ...]) -> None:
     """Section `number`: each decile's WAL, checkpoints, writes, buffers, CPU by kind and autovacuum
     runs. `snaps` carry `decile`, `counters` and `cpu_by_kind`; `per` is a decile's messages; `idle`
@@ -176,21 +228,24 @@ def report(number: int, snaps: list, per: int, idle: dict[str, float], groups: t
     print(f"\n{number}. What each decile's cost is made of: over the decile, WAL bytes and full-page images"
           " (FPI: PostgreSQL counts them, not their bytes) per message, checkpoints timed and requested and the"
           " buffers they wrote, buffers client backends wrote themselves to evict dirty ones; at its end, shared"
-          " buffers in use and dirty (PostgreSQL's statistics lag its processes by up to a second)")
+          " buffers in use and dirty (PostgreSQL's statistics lag its processes by up to a second); the machine's"
+          " speed: a fixed piece of work's CPU time (median of the decile's probes) and the CPU time the"
+          " hypervisor took from the machine's cores")
     heads = ("decile", "WAL B/msg", "FPI/msg", "ckpt timed", "ckpt req", "ckpt bufs", "backend wr",
-             "buffers used", "dirty")
+             "buffers used", "dirty", "probe ms", "steal s")
     print("  " + "  ".join(f"{h:>12}" for h in heads))
     for i, s in enumerate(snaps):
         c = s.counters
         used = (f"{c.buffers[0]:,}/{c.buffers[1]:,}", f"{c.buffers[2]:,}") if c.buffers else ("-", "-")
+        machine = (f"{s.machine.probe_ms:.1f}", f"{s.machine.steal_s:.1f}") if s.machine else ("-", "-")
         if not i:
-            cells = (s.decile, "-", "-", "-", "-", "-", "-", *used)
+            cells = (s.decile, "-", "-", "-", "-", "-", "-", *used, *machine)
         else:
             b = snaps[i - 1].counters
             cells = (s.decile, f"{(c.wal - b.wal) / per:,.0f}", f"{(c.fpi - b.fpi) / per:.3f}",
                      c.checkpoints_timed - b.checkpoints_timed, c.checkpoints_requested - b.checkpoints_requested,
                      f"{c.checkpoint_buffers - b.checkpoint_buffers:,}", f"{c.backend_writes - b.backend_writes:,}",
-                     *used)
+                     *used, *machine)
         print("  " + "  ".join(f"{x:>12}" for x in cells))
 
     background = KINDS[2:-1]
@@ -214,12 +269,14 @@ def report(number: int, snaps: list, per: int, idle: dict[str, float], groups: t
 def last_over_first(snaps: list, per: int) -> list[tuple[str, float, float, str]]:
     """The first decile's and the last's WAL and CPU by side, per message, for the run's last/first lines."""
     def figures(before, s) -> dict[str, float]:
-        return {"WAL per message": (s.counters.wal - before.counters.wal) / per, **_cpu_ms(s.cpu_by_kind, per)}
+        return {"WAL per message": (s.counters.wal - before.counters.wal) / per, **_cpu_ms(s.cpu_by_kind, per),
+                "machine: fixed work": s.machine.probe_ms if s.machine else 0.0}
 
     first, last = figures(snaps[0], snaps[1]), figures(snaps[-2], snaps[-1])
-    names = {"WAL per message": "B", "postbox dev": "ms", "PG backends": "ms", "PG background": "ms"}
-    return [(name if unit == "B" else f"CPU/msg: {name}", first[name], last[name], unit)
-            for name, unit in names.items()]
+    names = {"WAL per message": "B", "postbox dev": "ms", "PG backends": "ms", "PG background": "ms",
+             "machine: fixed work": "ms"}
+    return [(name if unit == "B" or name.startswith("machine") else f"CPU/msg: {name}", first[name], last[name],
+             unit) for name, unit in names.items()]
 
 
 def _cpu_ms(seconds: dict[str, float], per: int) -> dict[str, float]:
