@@ -96,7 +96,36 @@ def _title(pid: int) -> str:
         return ""
 
 
-class CpuByKind:
+class Sampler:
+    """Runs `_step` every `every_s` in a thread of its own while it is open, and `_start` / `_finish`
+    as it opens and closes (a decile's measures read over the decile)."""
+
+    every_s = 1.0
+
+    def __enter__(self):
+        self._stop = threading.Event()
+        self._start()
+        self._thread = threading.Thread(target=self._sample, name=type(self).__name__, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._finish()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.every_s):
+            self._step()
+
+    def _start(self) -> None: ...
+
+    def _step(self) -> None: ...
+
+    def _finish(self) -> None: ...
+
+
+class CpuByKind(Sampler):
     """CPU seconds the server's processes use while it is open, by kind: `postbox dev` (its gateway
     workers and agents), PostgreSQL's backends, and each kind of its background processes (the
     postmaster with the launchers as `PG other`). Sampled every TICK_S: a process that ends is counted
@@ -107,22 +136,14 @@ class CpuByKind:
         self.roots = {dev_pid: "postbox dev", postmaster_pid: "PG other"}
         self.used = dict.fromkeys(KINDS, 0.0)
         self._kinds: dict[tuple[int, int], str] = {}
-        self._stop = threading.Event()
 
-    def __enter__(self) -> CpuByKind:
+    every_s = TICK_S
+
+    def _start(self) -> None:
         self._last = self._tree()
-        self._thread = threading.Thread(target=self._sample, name="cpu-by-kind", daemon=True)
-        self._thread.start()
-        return self
 
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
+    def _finish(self) -> None:
         self._step()
-
-    def _sample(self) -> None:
-        while not self._stop.wait(TICK_S):
-            self._step()
 
     def _kind(self, key: tuple[int, int], root: str) -> str:
         if root == "postbox dev":
@@ -172,39 +193,31 @@ class CpuByKind:
 # ---- the report ------------------------------------------------------------------------------------
 
 
-class MachineSpeed:
+class MachineSpeed(Sampler):
     """How fast the machine itself is while it is open. A virtual machine's cores are shared with the
     host's other work: when a neighbour loads the same physical cores and caches, every process needs
     more CPU time for the same work, ours included, and CPU time per message or a latency cannot tell
     that from our own work growing. A fixed piece of pure Python work, timed in CPU time every
-    PROBE_EVERY_S in a thread of its own (about 2 % of a core), can: `probe_ms` is its median. `steal_s`
+    2 s in a thread of its own (about 2 % of a core), can: `probe_ms` is its median. `steal_s`
     is the time the hypervisor ran something else on the machine's cores (/proc/stat), for every core."""
 
     def __init__(self) -> None:
         self.samples: list[float] = []
         self.probe_ms = self.steal_s = 0.0
-        self._stop = threading.Event()
 
-    def __enter__(self) -> MachineSpeed:
+    every_s = 2.0
+
+    def _start(self) -> None:
         self._steal = _steal_ticks()
-        self._thread = threading.Thread(target=self._probe, name="machine-speed", daemon=True)
-        self._thread.start()
-        return self
 
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join()
+    def _step(self) -> None:
+        started = time.thread_time()
+        fixed_work()
+        self.samples.append(time.thread_time() - started)
+
+    def _finish(self) -> None:
         self.steal_s = (_steal_ticks() - self._steal) / os.sysconf("SC_CLK_TCK")
         self.probe_ms = statistics.median(self.samples) * 1000 if self.samples else 0.0
-
-    def _probe(self) -> None:
-        while not self._stop.wait(PROBE_EVERY_S):
-            started = time.thread_time()
-            fixed_work()
-            self.samples.append(time.thread_time() - started)
-
-
-PROBE_EVERY_S = 2.0
 
 
 def fixed_work() -> int:
