@@ -159,13 +159,18 @@ class SurfaceResolver(RequestLocalResolver):
         def _no_route(_: Exception) -> Response:
             return json_response(404, envelope(404, "not_found", "No such route.", {}))
 
-    @staticmethod
-    def _compile_regex(rule: str, base_regex: str = "^{}/?$") -> LazyPattern:
-        """A path parameter is any text between slashes: API Gateway already matched the route, and a
-        name the surface refuses is its own 404 or invalid-name answer, never "No such route" (and,
-        as for every `RequestLocalResolver`, a trailing slash matches the path without it). Compiled
-        when a request is first matched against it (`LazyPattern`)."""
-        return LazyPattern(base_regex.format(re.sub(r"<(\w+)>", r"(?P<\1>[^/]+)", rule)))
+    greedy = ""  # the path parameter that spans slashes, as API Gateway's `{name+}`, where a surface has one
+    route_regex = "^{}/?$"  # as for every `RequestLocalResolver`, a trailing slash matches the path without it
+
+    def _compile_regex(self, rule: str, base_regex: str | None = None) -> LazyPattern:
+        """A path parameter is any text between slashes (the `greedy` one any text): API Gateway
+        already matched the route, and a name the surface refuses is its own 404 or invalid-name
+        answer, never "No such route". Compiled when a request is first matched against it
+        (`LazyPattern`)."""
+        def group(m: re.Match) -> str:
+            return f"(?P<{m.group(1)}>{'.+' if m.group(1) == self.greedy else '[^/]+'})"
+
+        return LazyPattern((base_regex or self.route_regex).format(re.sub(r"<(\w+)>", group, rule)))
 
     def _to_response(self, result: Any) -> Any:
         """A route's dict or list answer, serialized here when it holds JSON types only. Powertools

@@ -4,7 +4,6 @@ protocol's envelope, and the request's parts as the routes read them."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -13,7 +12,6 @@ from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 
 from functions.api.common import SurfaceResolver, principal_from
 from functions.api.durable.wire import CORS, URSULA, error_response
-from functions.api.lazy_routers import LazyPattern
 from postbox.errors import PostboxError
 from postbox.tenancy import Principal
 
@@ -25,12 +23,7 @@ def envelope(status: int, code: str, message: str, details: dict[str, Any]) -> d
 class DurableResolver(SurfaceResolver):
     """A resolver whose `<rest>` parameter is greedy, as API Gateway's `{rest+}` is."""
 
-    @staticmethod
-    def _compile_regex(rule: str, base_regex: str = "^{}$") -> LazyPattern:
-        def group(m: re.Match) -> str:
-            return f"(?P<{m.group(1)}>{'.+' if m.group(1) == 'rest' else '[^/]+'})"
-
-        return LazyPattern(base_regex.format(re.sub(r"<(\w+)>", group, rule)))
+    greedy, route_regex = "rest", "^{}$"
 
 
 app = DurableResolver(envelope, validation_status=400, anonymous=True)  # public streams: no key needed

@@ -7,7 +7,6 @@ status code; a malformed body or query is a 400 whose message names the field.
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from typing import Annotated, Any, NamedTuple
 
@@ -15,7 +14,6 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body, Query
 
 from functions.api.common import HistoryWindow, SurfaceResolver, first_invalid, json_response
-from functions.api.lazy_routers import LazyPattern
 from functions.api.partitioned.schema import (
     AckBatch,
     AckBody,
@@ -51,12 +49,7 @@ class PartitionedResolver(SurfaceResolver):
     """The surface's resolver; its `<path>` parameter is greedy, as API Gateway's `{path+}` is, for
     the catch-all that answers an unknown `/api/v1` route in Queen's error shape."""
 
-    @staticmethod
-    def _compile_regex(rule: str, base_regex: str = "^{}$") -> LazyPattern:
-        def group(m: re.Match) -> str:
-            return f"(?P<{m.group(1)}>{'.+' if m.group(1) == 'path' else '[^/]+'})"
-
-        return LazyPattern(base_regex.format(re.sub(r"<(\w+)>", group, rule)))
+    greedy, route_regex = "path", "^{}$"
 
 
 app = PartitionedResolver(envelope, validation_status=400)
