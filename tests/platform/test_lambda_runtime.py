@@ -113,6 +113,34 @@ def test_a_function_url_read_is_routed_as_api_gateway_would_and_answered_whole(a
     assert headers["ursula-protocol"] == "11"  # the hosted form's route (and its parameters) was matched
 
 
+def test_an_sse_read_through_a_function_url_streams_each_append_until_the_stream_closes(api, runtime_api,
+                                                                                      short_waits, monkeypatch):
+    """The durable function's URL (RESPONSE_STREAM) on the function-url door: its event names no
+    route, the door finds it, and the SSE read stays open past its windows, one append at a time."""
+    from functions.api.durable.app import handler
+
+    monkeypatch.setenv("POSTBOX_FRONT_DOOR", "function-url")
+    path = f"/v1/stream/rt-{uuid.uuid4().hex[:8]}"
+    assert api.put(path, headers={"content-type": "application/json"}).status_code == 201
+    event = http_event("GET", path, query="offset=-1&live=sse", headers={"apikey": api.tenant.key},
+                       function_url=True)
+    answer = runtime_api.invoke("r9", event)
+    _serve_in_background(runtime_api, handler)
+    _until(lambda: len(answer.chunks) >= 3)  # the prelude, the catch-up's control, a heartbeat
+    assert answer.headers["lambda-runtime-function-response-mode"] == "streaming"
+    prelude, body = answer.split()
+    assert prelude["statusCode"] == 200 and prelude["headers"]["Content-Type"] == "text/event-stream"
+    for n in range(2):
+        time.sleep(0.7)  # more than two long-poll windows of silence before each append
+        assert api.post(path, content=b'{"n": %d}' % n, headers={"content-type": "application/json"}
+                        ).status_code == 204
+        _until(lambda n=n: b'data:[{"n":%d}]' % n in answer.raw)
+        assert not answer.done.is_set()  # still open after the append
+    assert api.post(path, headers={"stream-closed": "true"}).status_code == 204
+    assert answer.done.wait(10)
+    assert answer.raw.rstrip().endswith(b'"streamClosed":true}') and answer.trailers == {}
+
+
 def test_an_http_api_invocation_is_answered_whole_with_a_bounded_window(api, runtime_api, short_waits):
     """The HTTP API buffers: behind it the same function answers as Lambda's own runtime would, SSE
     included (its window), so one function serves both doors."""
