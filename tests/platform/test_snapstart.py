@@ -79,3 +79,34 @@ def test_a_restore_reads_the_secret_afresh_and_reseeds_random(registries, monkey
         assert random.getstate() != state
         assert psycopg.conninfo.conninfo_to_dict(db.conninfo())["password"] == "new"
     db.forget_credentials()
+
+
+def test_a_restore_reads_the_payload_key_ring_afresh_with_new_aws_clients(registries, monkeypatch):
+    """The key ring is cached for minutes: an environment restored after a rotation would seal new
+    payloads with the snapshot's key until then, and call AWS with the snapshot's credentials."""
+    from postbox import aws
+    from postbox.partitioned import payloads
+
+    for name in ("POSTBOX_ENCRYPTION_KEYS", "POSTBOX_ENCRYPTION_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_LAMBDA_INITIALIZATION_TYPE", "snap-start")
+    monkeypatch.setattr(db, "pool", lambda: None)  # the pool is not the point here
+    with mock_aws():
+        aws.reset()
+        sm = boto3.client("secretsmanager", region_name="us-east-1")
+        first = payloads.rotated(None)
+        arn = sm.create_secret(Name="ring", SecretString=json.dumps(first))["ARN"]
+        monkeypatch.setenv("POSTBOX_ENCRYPTION_KEYS_SECRET_ARN", arn)
+        payloads.reset()
+        snapstart.register()
+        assert payloads.ring().current == first["current"]
+        snapshotted = aws.client("secretsmanager")
+        snapstart.run_before_snapshot()
+        second = payloads.rotated(first)
+        sm.put_secret_value(SecretId=arn, SecretString=json.dumps(second))
+        snapstart.run_after_restore()
+        assert aws.client("secretsmanager") is not snapshotted
+        assert payloads.ring().current == second["current"] != first["current"]
+    payloads.reset()
+    aws.reset()
