@@ -159,7 +159,12 @@ def publish(scope_id: str, queue_id: str, request: Annotated[Publish, Body()]):
     return data(message, 200 if replayed else 201)
 
 
-@router.post(QUEUE + "/messages/batch")
+@router.post(QUEUE + "/messages/batch", responses={200: {"description": (
+    "One answer per message, in order, in `data`: `{ok: true, status: 201, id, queue_id, state, replayed}` "
+    "(status 200 and `replayed: true` for an idempotent replay), or `{ok: false, status, error: {code, message, "
+    "details}}` with what a single publish of it would have answered; a refused entry changes nothing and the "
+    "others are published. With `atomic: true` the call publishes every entry or none (the first refusal is "
+    "the call's own error).")}})
 def publish_batch(scope_id: str, queue_id: str, request: Annotated[PublishBatch, Body()]):
     answers = messages.publish_batch(caller(), scope_id, queue_id, [_entry(m) for m in request.messages],
                                      atomic=request.atomic)
