@@ -218,3 +218,18 @@ def test_every_command_has_help_with_its_defaults(capsys, monkeypatch):
     with pytest.raises(SystemExit):
         client_cli.main(["queues", "read", "--help"])
     assert "(default: 1)" in capsys.readouterr().out
+
+
+def test_verbs_go_to_each_surfaces_url_from_postbox_urls(gateway, tenant, capsys, monkeypatch, tmp_path):
+    """A stack on function URLs (`surface_urls`): the verbs reach the surface named in POSTBOX_URLS,
+    whatever the one URL says; a surface without one of its own uses that URL."""
+    monkeypatch.setenv("POSTBOX_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.setenv("POSTBOX_URL", "http://127.0.0.1:9")  # nothing listens there
+    monkeypatch.setenv("POSTBOX_KEY", tenant.key)
+    monkeypatch.setenv("POSTBOX_URLS", json.dumps({"queues": gateway.url, "work": gateway.url + "/"}))
+    assert client_cli.main(["queues", "create", "by-surface", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["name"] == "by-surface"
+    assert client_cli.main(["work", "create-scope", "by-surface", "--json"]) == 0
+    capsys.readouterr()
+    assert client_cli.main(["streams", "list", "--json"]) == 1  # keyed streams: the one URL, where nothing listens
+    assert "127.0.0.1:9" in capsys.readouterr().err
