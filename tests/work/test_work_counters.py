@@ -1,7 +1,7 @@
-"""The queues' counters folded from the journal, on real PostgreSQL: under threads that publish,
-claim, complete, fail and release at once while two folds run and backends are killed mid-call and
-mid-fold, every depth read equals a recount of the messages in the same snapshot, and the counters
-the fold leaves equal a recount once everything has ended."""
+"""The queues' counters folded from the journal, on real PostgreSQL: under threads that publish (one
+at a time and in batches), claim, complete, fail and release at once while two folds run and backends
+are killed mid-call and mid-fold, every depth read equals a recount of the messages in the same
+snapshot, and the counters the fold leaves equal a recount once everything has ended."""
 
 from __future__ import annotations
 
@@ -90,6 +90,19 @@ def test_every_depth_read_is_exact_and_the_fold_equals_a_recount_under_threads_a
                     raise
 
     @guarded
+    def batch_publisher() -> None:  # batches of 10: a call killed mid-way publishes all of it or none
+        for n in range(per_publisher // 10):
+            try:
+                answers = messages.publish_batch(p, s["id"], targets[n % 2],
+                                                 [{"body": {"b": n, "k": k}} for k in range(10)])
+                assert all(not isinstance(a, PostboxError) for a in answers), answers
+                with lock:
+                    published.extend(a["id"] for a in answers)
+            except Exception as e:
+                if not _killable(e):
+                    raise
+
+    @guarded
     def consumer(i: int) -> None:
         rng = random.Random(i)
         while not stop.is_set():
@@ -157,14 +170,16 @@ def test_every_depth_read_is_exact_and_the_fold_equals_a_recount_under_threads_a
                     " ORDER BY random() LIMIT 1").fetchone()
                 if victim and conn.execute("SELECT pg_terminate_backend(%s)", (victim[0],)).fetchone()[0]:
                     kills["fold" if "work_counts_fold" in victim[1] else "call"] += 1
+                    kills["batch"] += "work_publish_batch" in victim[1]
 
     threads = ([threading.Thread(target=publisher, args=(i,)) for i in range(2)]
+               + [threading.Thread(target=batch_publisher)]
                + [threading.Thread(target=consumer, args=(i,)) for i in range(3)]
                + [threading.Thread(target=folder) for _ in range(2)]
                + [threading.Thread(target=checker), threading.Thread(target=killer)])
     for t in threads:
         t.start()
-    for t in threads[:2]:
+    for t in threads[:3]:
         t.join()
     deadline = time.monotonic() + 120
     with psycopg.connect(database_url, autocommit=True) as poll:  # a connection of its own: the killer's pass it by
@@ -176,15 +191,16 @@ def test_every_depth_read_is_exact_and_the_fold_equals_a_recount_under_threads_a
                 break
             time.sleep(0.2)
     stop.set()
-    for t in threads[2:]:
+    for t in threads[3:]:
         t.join()
     db.close_pool()  # a connection killed as its call ended may sit in the pool: the next users get fresh ones
 
     assert not unexpected, unexpected[:3]
-    assert kills["call"] > 0, kills  # the run did kill calls (and, most runs, folds: not asserted)
+    assert kills["call"] > 0, kills  # the run did kill calls (and, most runs, folds and batches: not asserted)
     assert live == 0, f"{live} messages never ended"
     assert not read_mismatches, read_mismatches[:3]  # every read exact, whatever the fold had done
     assert len(published) > per_publisher  # most publishes answered (a killed one may have committed)
+    assert len(set(published)) == len(published)
     assert max(completed.values()) == 1  # no message completed twice
     assert not _mismatches(_READ_AND_RECOUNT, s["id"])
     sweeps.fold_counts()  # nothing runs now: it folds every row
