@@ -56,3 +56,23 @@ def test_a_metric_record_never_carries_the_previous_requests_tenant(capsys, monk
     assert [(r.get("tenant"), r["Probe"], r["service"]) for r in records] == [
         ("tenant-a", 1, "observability-test"), (None, 1, "observability-test")]
     assert all(r["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "Postbox" for r in records)
+
+
+def test_a_metric_counted_several_times_in_an_invocation_is_one_value_in_one_record(capsys, monkeypatch):
+    """EMF aggregated per invocation: the tenants' table adds up each record's value, which must be a
+    number (Powertools keeps a list of what was added), and a request writes one record, not one a count."""
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "false")
+    _, metrics, lambda_handler = instrument("observability-test")
+
+    @lambda_handler
+    def handler(event, context):
+        for n in (3, 4, 0.5, 0.5):
+            metrics.add_metric(name="Probe", unit="Count", value=n)
+        metrics.add_metric(name="Other", unit="Count", value=2)
+        return {"statusCode": 200, "body": ""}
+
+    handler(_event("req-1", "tenant-a"), LocalContext("observability-test"))
+    (record,) = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith("{")]
+    assert (record["Probe"], record["Other"], record["tenant"]) == (8, 2, "tenant-a")
+    assert isinstance(record["Probe"], int)
+    assert sorted(m["Name"] for m in record["_aws"]["CloudWatchMetrics"][0]["Metrics"]) == ["Other", "Probe"]
