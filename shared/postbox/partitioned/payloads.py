@@ -165,20 +165,14 @@ def open_envelope(stored: bytes) -> bytes:
 
 def reload_ring() -> KeyRing:
     """The key ring read again now (a key id not seen yet: rotated elsewhere)."""
-    _forget_ring()
+    forget_ring()
     return ring()
 
 
 def reset() -> None:
     """Forget the cached key ring and the settings it was read with (tests change the environment)."""
     config.reset()
-    _forget_ring()
-
-
-def _forget_ring() -> None:
-    """Forget the cached key ring (a key id not seen yet: rotated elsewhere)."""
-    global _ring
-    _ring = None
+    forget_ring()
 
 
 def dev_key_b64() -> str:
