@@ -56,6 +56,7 @@ class Settings(NamedTuple):
     export_url_seconds: int  # how long a presigned download URL of an export works
     export_retention_days: int  # how long an export is kept (the bucket's lifecycle rule says the same)
     on_lambda: bool  # running as a Lambda function (AWS_LAMBDA_FUNCTION_NAME is set)
+    function_url_door: bool  # requests come through function URLs, not API Gateway (POSTBOX_FRONT_DOOR)
     consumer_dispatch_function: str | None  # the consumer-dispatch function a send starts (none locally)
     consumer_function_pattern: str  # consumer functions are named <its prefix><tenant hex>-<name>
     consumer_invoker_role_arn: str | None  # the role the dispatcher invokes consumers as, per tenant (AWS)
@@ -99,6 +100,7 @@ def settings() -> Settings:
         export_url_seconds=_int("POSTBOX_EXPORT_URL_SECONDS", 900),
         export_retention_days=_int("POSTBOX_EXPORT_RETENTION_DAYS", 7),
         on_lambda="AWS_LAMBDA_FUNCTION_NAME" in os.environ,
+        function_url_door=os.environ.get("POSTBOX_FRONT_DOOR") == "function-url",
         consumer_dispatch_function=os.environ.get("POSTBOX_CONSUMER_DISPATCH_FUNCTION") or None,
         consumer_function_pattern=os.environ.get("POSTBOX_CONSUMER_FUNCTION_PATTERN") or "postbox-consumer-*",
         consumer_invoker_role_arn=os.environ.get("POSTBOX_CONSUMER_INVOKER_ROLE_ARN") or None,

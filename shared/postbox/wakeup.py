@@ -41,9 +41,12 @@ def channel(kind: str, ident: int | str) -> str:
 
 
 def max_wait_seconds() -> float:
-    """The longest any request may wait: POSTBOX_LONG_POLL_MS, kept inside API Gateway's timeout."""
-    seconds = config.settings().long_poll_ms / 1000.0
-    if config.settings().on_lambda:
+    """The longest any request may wait: POSTBOX_LONG_POLL_MS, on AWS behind API Gateway also inside
+    its HTTP API's 30 s integration timeout. Behind function URLs only the function's own timeout
+    bounds a request, and a stack keeps POSTBOX_LONG_POLL_MS below it (`longPollMs`)."""
+    settings = config.settings()
+    seconds = settings.long_poll_ms / 1000.0
+    if settings.on_lambda and not settings.function_url_door:
         seconds = min(seconds, AWS_MAX_WAIT_SECONDS)
     return seconds
 

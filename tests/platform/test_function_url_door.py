@@ -136,3 +136,20 @@ def test_api_gateway_events_still_pass_through_the_door_unchanged(function_url, 
     """An event API Gateway routed (its route already in it) is admitted the same."""
     answer = _call(queues, api_event("GET", "/api/v1/queues", key=tenant.key))
     assert answer["statusCode"] == 200
+
+
+@pytest.mark.parametrize(("front_door", "longest_s"), [("api-gateway", 25.0), ("function-url", 40.0)])
+def test_a_long_poll_waits_past_api_gateways_bound_only_behind_function_urls(monkeypatch, front_door, longest_s):
+    """On AWS behind API Gateway a wait ends inside the HTTP API's 30 s; behind function URLs the
+    stack's longPollMs (kept below the function's timeout) is the bound, however long."""
+    from postbox import config, wakeup
+
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "postbox-test-queues")
+    monkeypatch.setenv("POSTBOX_LONG_POLL_MS", "40000")
+    monkeypatch.setenv("POSTBOX_FRONT_DOOR", front_door)
+    config.reset()
+    try:
+        assert wakeup.max_wait_seconds() == longest_s
+    finally:
+        monkeypatch.undo()
+        config.reset()
