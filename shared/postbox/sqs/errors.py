@@ -75,8 +75,9 @@ def invalid_queue_name() -> SqsError:
 
 
 def throttled(message: str) -> SqsError:
-    """SQS's answer to a request over a rate or a count it allows (SDKs retry it, after Retry-After)."""
-    return SqsError("RequestThrottled", message)
+    """SQS's answer to a request over a rate or a count it allows (SDKs retry it, after Retry-After):
+    403, as SQS's model declares it."""
+    return SqsError("RequestThrottled", message, status=403)
 
 
 # ---- parameters -------------------------------------------------------------------------------
@@ -188,8 +189,9 @@ def not_for_queue_type(value: Any, parameter: str) -> SqsError:
 
 
 def receipt_invalid(handle: str) -> SqsError:
+    """A handle SQS never issued: 404, as SQS's model declares it and SQS answers it."""
     return SqsError("ReceiptHandleIsInvalid",
-                    f'The input receipt handle "{handle[:200]}" is not a valid receipt handle.')
+                    f'The input receipt handle "{handle[:200]}" is not a valid receipt handle.', status=404)
 
 
 def receipt_expired(handle: str) -> SqsError:
