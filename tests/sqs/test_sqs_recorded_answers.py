@@ -35,3 +35,36 @@ def test_a_receipt_handle_never_issued_is_answered_404(both, queue):
         assert answer["ResponseMetadata"]["HTTPStatusCode"] == 200
         assert [(f["Id"], f["Code"], f["Message"]) for f in answer["Failed"]] == [
             ("a", "ReceiptHandleIsInvalid", message)]
+
+
+def test_a_message_attribute_of_no_known_type_is_worded_as_sqs_words_it(both, queue):
+    for data_type in ("InvalidType", "string", ""):
+        refused_alike(both, "send_message", VALUE,
+                      "The type of message (user) attribute 'invalidAttribute' is invalid. You must use only the "
+                      "following supported type prefixes: Binary, Number, String.", QueueUrl=queue,
+                      MessageBody="x", MessageAttributes={"invalidAttribute": {"DataType": data_type,
+                                                                                "StringValue": "value"}})
+    for client in both:  # an entry of a batch fails alone, with the same words
+        answer = client.send_message_batch(QueueUrl=queue, Entries=[
+            {"Id": "bad", "MessageBody": "x", "MessageAttributes": {"a": {"DataType": "Foo", "StringValue": "v"}}},
+            {"Id": "good", "MessageBody": "y"}])
+        assert [e["Id"] for e in answer["Successful"]] == ["good"]
+        assert answer["Failed"] == [{"Id": "bad", "SenderFault": True, "Code": VALUE, "Message": (
+            "The type of message (user) attribute 'a' is invalid. You must use only the following supported type "
+            "prefixes: Binary, Number, String.")}]
+
+
+def test_a_tag_key_outside_1_to_128_characters(both, queue):
+    for key in ("", "k" * 129):
+        refused_alike(both, "tag_queue", VALUE, "Tag keys must be between 1 and 128 characters in length.",
+                      QueueUrl=queue, Tags={key: "production"})
+    both[0].tag_queue(QueueUrl=queue, Tags={"k" * 128: "v" * 256})
+    assert both[1].list_queue_tags(QueueUrl=queue)["Tags"] == {"k" * 128: "v" * 256}
+
+
+def test_a_batch_entry_with_an_empty_body_fails_alone_as_an_empty_value(both, queue):
+    for client in both:
+        answer = client.send_message_batch(QueueUrl=queue, Entries=[{"Id": "1", "MessageBody": "Valid message"},
+                                                                    {"Id": "2", "MessageBody": ""}])
+        assert [e["Id"] for e in answer["Successful"]] == ["1"]
+        assert [(f["Id"], f["Code"], f["SenderFault"]) for f in answer["Failed"]] == [("2", "EmptyValue", True)]

@@ -95,6 +95,11 @@ def missing_parameter(name: str) -> SqsError:
                     query_code="MissingParameter", namespace=CORAL)
 
 
+def empty_in_batch(name: str) -> SqsError:
+    """A batch's entry whose parameter is given empty: SQS fails the entry alone with `EmptyValue`."""
+    return SqsError("EmptyValue", f"The request must contain the parameter {name}.")
+
+
 def missing_in_batch(name: str) -> SqsError:
     """A batch's entry that lacks what the queue needs: the same words, answered as an invalid value."""
     return invalid_parameter(f"The request must contain the parameter {name}.")
@@ -166,6 +171,11 @@ def message_too_long(limit: int, *, in_batch: bool = False) -> SqsError:
     """A message over the queue's MaximumMessageSize: a batch's entry is worded as SQS words it there."""
     verb = "cannot be validated" if in_batch else "are invalid"
     return invalid_parameter(f"One or more parameters {verb}. Reason: Message must be shorter than {limit} bytes.")
+
+
+def invalid_attribute_type(name: str) -> SqsError:
+    return invalid_parameter(f"The type of message (user) attribute '{name[:256]}' is invalid. You must use only "
+                             "the following supported type prefixes: Binary, Number, String.")
 
 
 def empty_attribute_value(name: str, data_type: str) -> SqsError:
