@@ -47,7 +47,7 @@ def test_each_json_error_is_named_as_sqs_names_it(both):
              f"{SQS}#InvalidAttributeValue", "InvalidAttributeValue;Sender"),
             ("SendMessage", {"QueueUrl": url, "MessageBody": "\x01"}, 400,
              f"{SQS}#InvalidMessageContents", "InvalidMessageContents;Sender"),
-            ("DeleteMessage", {"QueueUrl": url, "ReceiptHandle": "garbage"}, 400,
+            ("DeleteMessage", {"QueueUrl": url, "ReceiptHandle": "garbage"}, 404,
              f"{SQS}#ReceiptHandleIsInvalid", "ReceiptHandleIsInvalid;Sender")):
         got = json_error(client, action, body)
         assert got[:3] == (status, json_type, query_error), (action, got)

@@ -179,7 +179,7 @@ def test_visibility_changes(both, queue):
                                                           "invalid. Reason: Message does not exist or is not "
                                                           "available for visibility timeout change.", 400)
     refused_alike(both, "delete_message", "ReceiptHandleIsInvalid",
-                  'The input receipt handle "garbage" is not a valid receipt handle.', QueueUrl=queue,
+                  'The input receipt handle "garbage" is not a valid receipt handle.', status=404, QueueUrl=queue,
                   ReceiptHandle="garbage")
     # SQS's XML writes the quotation marks as entities
     raw = signed(json_client.gateway_url, json_client.credential, form={

@@ -67,6 +67,7 @@ EXCLUDED: dict[str, list[str]] = {
     "asserts only the wording of an error message moto wrote (the code is the same; these tests are not "
     "verified against AWS)": [
         "test_sqs.py::test_message_with_invalid_attributes",
+        "test_sqs.py::test_message_with_attributes_invalid_datatype",
         "test_sqs.py::test_change_message_visibility_on_unknown_receipt_handle",
         "test_sqs.py::test_delete_message_errors",
         "test_sqs.py::test_send_message_batch_reports_an_invalid_delay_per_entry",

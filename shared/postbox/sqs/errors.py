@@ -75,8 +75,9 @@ def invalid_queue_name() -> SqsError:
 
 
 def throttled(message: str) -> SqsError:
-    """SQS's answer to a request over a rate or a count it allows (SDKs retry it, after Retry-After)."""
-    return SqsError("RequestThrottled", message)
+    """SQS's answer to a request over a rate or a count it allows (SDKs retry it, after Retry-After):
+    403, as SQS's model declares it."""
+    return SqsError("RequestThrottled", message, status=403)
 
 
 # ---- parameters -------------------------------------------------------------------------------
@@ -92,6 +93,11 @@ def invalid_parameter(message: str) -> SqsError:
 def missing_parameter(name: str) -> SqsError:
     return SqsError("MissingRequiredParameterException", f"The request must contain the parameter {name}.",
                     query_code="MissingParameter", namespace=CORAL)
+
+
+def empty_in_batch(name: str) -> SqsError:
+    """A batch's entry whose parameter is given empty: SQS fails the entry alone with `EmptyValue`."""
+    return SqsError("EmptyValue", f"The request must contain the parameter {name}.")
 
 
 def missing_in_batch(name: str) -> SqsError:
@@ -167,6 +173,11 @@ def message_too_long(limit: int, *, in_batch: bool = False) -> SqsError:
     return invalid_parameter(f"One or more parameters {verb}. Reason: Message must be shorter than {limit} bytes.")
 
 
+def invalid_attribute_type(name: str) -> SqsError:
+    return invalid_parameter(f"The type of message (user) attribute '{name[:256]}' is invalid. You must use only "
+                             "the following supported type prefixes: Binary, Number, String.")
+
+
 def empty_attribute_value(name: str, data_type: str) -> SqsError:
     return invalid_parameter(f"Message (user) attribute '{name[:256]}' must contain a non-empty value of type "
                              f"'{data_type}'.")
@@ -188,8 +199,9 @@ def not_for_queue_type(value: Any, parameter: str) -> SqsError:
 
 
 def receipt_invalid(handle: str) -> SqsError:
+    """A handle SQS never issued: 404, as SQS's model declares it and SQS answers it."""
     return SqsError("ReceiptHandleIsInvalid",
-                    f'The input receipt handle "{handle[:200]}" is not a valid receipt handle.')
+                    f'The input receipt handle "{handle[:200]}" is not a valid receipt handle.', status=404)
 
 
 def receipt_expired(handle: str) -> SqsError:

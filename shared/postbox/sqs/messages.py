@@ -119,8 +119,7 @@ def check_attributes(given: Any, *, system: bool = False) -> tuple[dict[str, dic
             raise errors.invalid_parameter(f"The message attribute '{name}' is not a map of DataType and a value.")
         kind = value.get("DataType")
         if not isinstance(kind, str) or not _DATA_TYPE.fullmatch(kind) or len(kind) > 256:
-            raise errors.invalid_parameter(f"The message attribute '{name}' has an invalid message attribute type, "
-                                           "the set of supported type prefixes is Binary, Number, and String.")
+            raise errors.invalid_attribute_type(name)
         if value.get("StringListValues") or value.get("BinaryListValues"):
             raise errors.invalid_parameter(f"Message attribute list values in SendMessage operation are not "
                                            f"supported ('{name}').")
@@ -340,6 +339,8 @@ def send_batch(principal: Principal, name: str, entries: Any, trace: str | None 
     failed = []
     for entry in entries:
         try:
+            if entry.get("MessageBody") == "":
+                raise errors.empty_in_batch("MessageBody")
             built.append((entry["Id"], outgoing(queue, principal, entry, trace)))
         except errors.SqsError as error:
             failed.append(_failure(entry["Id"], error))

@@ -206,8 +206,10 @@ def check_tags(tags: Any) -> dict[str, str]:
     if not isinstance(tags, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in tags.items()):
         raise errors.invalid_parameter("Tags must be a map of strings to strings.")
     for k, v in tags.items():
-        if not 1 <= len(k) <= 128 or len(v) > 256:
-            raise errors.invalid_parameter("A tag key is 1-128 characters and a tag value at most 256.")
+        if not 1 <= len(k) <= 128:
+            raise errors.invalid_parameter("Tag keys must be between 1 and 128 characters in length.")
+        if len(v) > 256:
+            raise errors.invalid_parameter("A tag value is at most 256 characters.")
     return tags
 
 
