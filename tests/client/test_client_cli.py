@@ -233,3 +233,30 @@ def test_verbs_go_to_each_surfaces_url_from_postbox_urls(gateway, tenant, capsys
     capsys.readouterr()
     assert client_cli.main(["streams", "list", "--json"]) == 1  # keyed streams: the one URL, where nothing listens
     assert "127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_login_saves_each_surfaces_url_and_keeps_them_on_a_later_login(monkeypatch, tmp_path, capsys):
+    """`postbox login --urls` (a function-URL stack's surface_urls) writes the profile's urls table,
+    which the client then reads; logging in again without --urls keeps it, and another profile's
+    tables are left as they were. Values are TOML strings, quotes and backslashes escaped."""
+    from postbox_client.config import resolve
+
+    config = tmp_path / "config.toml"
+    monkeypatch.setenv("POSTBOX_CONFIG", str(config))
+    for name in ("POSTBOX_URL", "POSTBOX_KEY", "POSTBOX_URLS", "POSTBOX_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    urls = {"queues": "https://q.lambda-url.eu-west-1.on.aws/", "work": "https://w.lambda-url.eu-west-1.on.aws"}
+    assert client_cli.main(["login", "--profile", "other", "--url", "https://other", "--key", "k1"]) == 0
+    assert client_cli.main(["login", "--url", "https://one", "--key", 'pbk_"odd\\', "--urls", json.dumps(urls)]) == 0
+    saved = resolve()
+    assert saved.url == "https://one" and saved.key == 'pbk_"odd\\'
+    assert saved.urls == {"queues": "https://q.lambda-url.eu-west-1.on.aws", "work": urls["work"]}
+    assert client_cli.main(["login", "--url", "https://two", "--key", "k2"]) == 0
+    again = resolve()
+    assert (again.url, again.key, again.urls) == ("https://two", "k2", saved.urls)
+    other = resolve(profile="other")
+    assert (other.url, other.key, other.urls) == ("https://other", "k1", {})
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as refused:
+        client_cli.main(["login", "--urls", "[1, 2]"])
+    assert "--urls" in str(refused.value.code)

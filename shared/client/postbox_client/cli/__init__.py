@@ -6,6 +6,7 @@ file (`postbox login` writes it), else http://127.0.0.1:8080 with `.postbox/dev-
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from ..client import Client
@@ -46,22 +47,35 @@ def leaf(verbs, name: str, fn, text: str) -> argparse.ArgumentParser:
 
 
 def login(args, _pb) -> None:
-    """Save URL and key in the config file's profile (the file is made readable by you only)."""
+    """Save URL, key and each surface's URL (`--urls`, or what the environment gives) in the config
+    file's profile (the file is made readable by you only)."""
+    try:
+        target = resolve(args.url, args.key, args.profile, urls=args.urls)
+    except ValueError as bad:  # --urls that is not a JSON object of surface names to URLs
+        raise SystemExit(f"postbox login: --urls: {bad}") from None
     path = config_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     profile = args.profile or "default"
     kept = _other_profiles(path.read_text() if path.is_file() else "", profile)
-    block = f'[{profile}]\nurl = "{args.url or resolve().url}"\nkey = "{args.key or ""}"\n'
+    block = f"[{profile}]\nurl = {_toml(target.url)}\nkey = {_toml(args.key or '')}\n"
+    if target.urls:
+        block += f"\n[{profile}.urls]\n" + "".join(f"{_toml(k)} = {_toml(v)}\n" for k, v in sorted(target.urls.items()))
     path.write_text(kept + block)
     path.chmod(0o600)
     print(f"saved profile {profile!r} in {path}")
 
 
+def _toml(text: str) -> str:
+    """A TOML basic string (a JSON string is one, escapes included)."""
+    return json.dumps(text)
+
+
 def _other_profiles(text: str, profile: str) -> str:
+    """The config file without the tables of `profile` (its own and its `urls`)."""
     out, skipping = [], False
     for line in text.splitlines(keepends=True):
         if line.strip().startswith("["):
-            skipping = line.strip() == f"[{profile}]"
+            skipping = line.strip() in (f"[{profile}]", f"[{profile}.urls]")
         if not skipping:
             out.append(line)
     return "".join(out)
@@ -73,7 +87,9 @@ def parser() -> argparse.ArgumentParser:
     queues.register(sub, leaf)
     keyed_streams.register(sub, leaf)
     work.register(sub, leaf)
-    leaf(sub, "login", login, "save --url and --key in the config file (profile from --profile)")
+    saved = leaf(sub, "login", login, "save --url, --key and --urls in the config file (profile from --profile)")
+    saved.add_argument("--urls", default=None, help="each surface's URL, as JSON (a function-URL stack's"
+                   " `pulumi stack output surface_urls --json`); else $POSTBOX_URLS")
     return p
 
 
