@@ -70,6 +70,8 @@ def _dev(args: argparse.Namespace) -> int:
         scheduler = Scheduler(periods=periods)
         scheduler.start()
         base = f"http://{args.host}:{args.port}"
+        # The client run from this folder finds the server here, whatever --port or POSTBOX_PORT chose.
+        (state / "dev-url").write_text(base + "\n")
         print(f"Postbox is running at {base}", flush=True)
         print(f"  database:  {'embedded, data in ' + str(state / 'pgdata') if server else 'DATABASE_URL'}")
         print(f"  cells:     {_cells_line(url, count)}   (--cells; remembered in {state / dev_cells.CELLS_FILE})")
