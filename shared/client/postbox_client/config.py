@@ -7,7 +7,7 @@
 
         [default]
         url = "https://abc123.execute-api.eu-west-1.amazonaws.com"
-        key = "pbk_..."
+        key = "pbx_..."
 
         [default.urls]                            # a stack whose front door is function URLs
         queues = "https://abc.lambda-url.eu-west-1.on.aws"
