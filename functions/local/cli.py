@@ -70,6 +70,8 @@ def _dev(args: argparse.Namespace) -> int:
         scheduler = Scheduler(periods=periods)
         scheduler.start()
         base = f"http://{args.host}:{args.port}"
+        # The client run from this folder finds the server here, whatever --port or POSTBOX_PORT chose.
+        (state / "dev-url").write_text(base + "\n")
         print(f"Postbox is running at {base}", flush=True)
         print(f"  database:  {'embedded, data in ' + str(state / 'pgdata') if server else 'DATABASE_URL'}")
         print(f"  cells:     {_cells_line(url, count)}   (--cells; remembered in {state / dev_cells.CELLS_FILE})")
@@ -257,7 +259,8 @@ def _flows_verb(what, verb: str, meaning: str, *, hidden: bool) -> None:
         "flows-grants": "list flows grants",
         "flows-host": "run a flows query (module:function) as the flows-hosted agent",
     }
-    cmd = what.add_parser(verb, help=None if hidden else helps[meaning])
+    # An old name takes no `help`: argparse lists only the commands given one.
+    cmd = what.add_parser(verb) if hidden else what.add_parser(verb, help=helps[meaning])
     if meaning in ("flows-grant", "flows-revoke", "flows-host"):
         cmd.add_argument("tenant", help="tenant name or id")
     if meaning == "flows-grant":
@@ -303,7 +306,7 @@ def parser() -> argparse.ArgumentParser:
     admin = sub.add_parser("admin", help="manage tenants, projects and API keys (DATABASE_URL or the local database)")
     admin.add_argument("--state-dir", default=os.environ.get("POSTBOX_STATE_DIR", ".postbox"),
                        help="the state dir of the `postbox dev` whose cells to manage (POSTBOX_STATE_DIR)")
-    what = admin.add_subparsers(dest="what", required=True)
+    what = admin.add_subparsers(dest="what", required=True, metavar="COMMAND")
     what.add_parser("cells", help="list the cells as JSON: each one's name, schema version and tenants")
     t = what.add_parser("tenant-create", help="create a tenant (with its `default` project)",
                         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
@@ -355,8 +358,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 SERVER_COMMANDS = ("dev", "admin", "migrate")
+# Written out, not read from the client's parser (whose import would slow every server command);
+# a test checks that it names every verb the client's parser has.
 CLIENT_EPILOG = ("client commands (they talk to the API; `postbox COMMAND --help`): "
-                 "queues, dlq, streams, durable, partitioned, flows, tail, login")
+                 "queues, dlq, streams, durable, partitioned, flows, work, tail, login")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,6 +5,7 @@ from flags, environment or the config file; and the server command handing them 
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import pytest
@@ -184,6 +185,19 @@ def test_settings_come_from_the_environment_or_the_config_file(gateway, tenant, 
     assert json.loads(capsys.readouterr().out)["name"] == "from-env"
 
 
+def test_without_settings_the_url_and_key_are_those_make_dev_wrote(gateway, tenant, capsys, monkeypatch, tmp_path):
+    """Run from the checkout, the client reaches `make dev` on whatever port it serves."""
+    monkeypatch.setenv("POSTBOX_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.delenv("POSTBOX_URL", raising=False)
+    monkeypatch.delenv("POSTBOX_KEY", raising=False)
+    (tmp_path / ".postbox").mkdir()
+    (tmp_path / ".postbox" / "dev-url").write_text(gateway.url + "\n")
+    (tmp_path / ".postbox" / "dev-key").write_text(tenant.key + "\n")
+    monkeypatch.chdir(tmp_path)
+    assert client_cli.main(["queues", "create", "found-by-dev-files", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["name"] == "found-by-dev-files"
+
+
 def test_the_server_command_hands_client_verbs_over(run, gateway, tenant, capsys):
     run("queues", "create", "handed")
     capsys.readouterr()
@@ -191,7 +205,9 @@ def test_the_server_command_hands_client_verbs_over(run, gateway, tenant, capsys
     assert json.loads(capsys.readouterr().out)[0]["name"] == "handed"
     with pytest.raises(SystemExit):
         server_cli.main(["--help"])
-    assert "queues, dlq, streams, durable, partitioned, flows, tail" in " ".join(capsys.readouterr().out.split())
+    named = re.findall(r"[\w-]+", capsys.readouterr().out.split("client commands", 1)[1].split(":", 1)[1])
+    (verbs,) = [a.choices for a in client_cli.parser()._actions if isinstance(a.choices, dict)]
+    assert [verb for verb in verbs if verb not in named] == []  # every client verb, `work` too
 
 
 def _leaves(parser, path=()):

@@ -6,6 +6,8 @@ import json
 import uuid
 from datetime import datetime
 
+import pytest
+
 from functions.local.cli import main
 from postbox import tenancy
 
@@ -132,3 +134,11 @@ def test_every_command_has_help_with_defaults(capsys):
     out = capsys.readouterr().out
     for verb in ("tenant-create", "project-create", "key-create", "key-list", "key-revoke", "flows-grant"):
         assert verb in out
+
+
+def test_admin_help_lists_no_old_name(capsys):
+    """The flows verbs' old `streams-*` names still run (with a notice) but are not offered."""
+    with pytest.raises(SystemExit):
+        main(["admin", "--help"])
+    out = capsys.readouterr().out
+    assert "flows-grant" in out and "streams-grant" not in out

@@ -38,8 +38,9 @@ def state_dir():
 def test_postbox_dev_stops_its_database_on(sig, state_dir):
     state = state_dir
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "TEST_DATABASE_URL")}
+    port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "functions.local.cli", "dev", "--state-dir", str(state), "--port", str(free_port())],
+        [sys.executable, "-m", "functions.local.cli", "dev", "--state-dir", str(state), "--port", str(port)],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:
@@ -51,6 +52,8 @@ def test_postbox_dev_stops_its_database_on(sig, state_dir):
             if "Postbox is running" in line or (not line and proc.poll() is not None):
                 break
         assert "Postbox is running" in "".join(lines), "".join(lines)
+        # where the client run from the checkout finds it (the port is not the default one)
+        assert (state / "dev-url").read_text() == f"http://127.0.0.1:{port}\n"
         postmaster = _postmaster_pid(state / "pgdata")
         assert postmaster and psutil.pid_exists(postmaster)
         time.sleep(0.5)  # let the gateway finish starting (its own signal handlers)

@@ -44,8 +44,8 @@ def test_the_harness_finds_the_walkthroughs():
     assert walkthrough("README.md").count("curl") > 20
 
 
-@pytest.mark.parametrize("doc", RUNNABLE)
-def test_walkthrough_runs_as_written(doc, gateway, database_url, tmp_path):
+def _run(script: str, gateway, database_url, tmp_path) -> tuple[subprocess.CompletedProcess, str]:
+    """`script` run as a fresh tenant's, whose queue ids are never the first ones."""
     account = f"docs-{uuid.uuid4().hex[:8]}"
     tenant_id = tenancy.create_tenant(account, plan="pro")
     key = tenancy.create_key(tenant_id, "manage").key
@@ -60,10 +60,26 @@ def test_walkthrough_runs_as_written(doc, gateway, database_url, tmp_path):
         "DATABASE_URL": database_url,
         "PATH": f"{ROOT / '.venv' / 'bin'}:{os.environ['PATH']}",
     }
-    script = tmp_path / "walkthrough.sh"
-    script.write_text(PRELUDE + walkthrough(doc))
-    run = subprocess.run(["bash", str(script)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    path = tmp_path / "walkthrough.sh"
+    path.write_text(PRELUDE + script)
+    return subprocess.run(["bash", str(path)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600), key
+
+
+@pytest.mark.parametrize("doc", RUNNABLE)
+def test_walkthrough_runs_as_written(doc, gateway, database_url, tmp_path):
+    run, key = _run(walkthrough(doc), gateway, database_url, tmp_path)
     assert run.returncode == 0, f"{doc} failed:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
     if doc == "README.md":  # its archive step archived what its reads returned (ids it cannot know ahead)
         welcome = catalog.get_queue(tenancy.resolve_key(key), "welcome")["metrics"]
         assert (welcome["archived"], welcome["queue_length"]) == (3, 1), welcome  # 1: its CLI's send
+
+
+def test_the_walkthroughs_run_one_after_another_as_one_tenant(gateway, database_url, tmp_path):
+    """As a new user follows them: the README's, then each document's, on the one development tenant,
+    so no walk-through trips over names an earlier one made. The tenant its admin commands create is
+    renamed (a tenant's name is the whole server's, and the README's own test made it already)."""
+    script = "\n".join(walkthrough(doc) for doc in ["README.md", *(d for d in RUNNABLE if d != "README.md")])
+    script = re.sub(r"(admin [\w-]+ )acme\b", rf"\g<1>acme-{uuid.uuid4().hex[:8]}", script)
+    assert script.count("acme-") >= 5
+    run, _ = _run(script, gateway, database_url, tmp_path)
+    assert run.returncode == 0, f"failed:\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"

@@ -7,15 +7,16 @@
 
         [default]
         url = "https://abc123.execute-api.eu-west-1.amazonaws.com"
-        key = "pbk_..."
+        key = "pbx_..."
 
         [default.urls]                            # a stack whose front door is function URLs
         queues = "https://abc.lambda-url.eu-west-1.on.aws"
 
 A call goes to its surface's URL when one is given, else to the one URL.
 
-Without a key anywhere, a `.postbox/dev-key` in the current directory (what `make dev` writes) is
-used, so the examples run as they are against a local server.
+Without a URL or a key anywhere, the `.postbox/dev-url` and `.postbox/dev-key` in the current directory
+(what `make dev` writes: its URL, on whatever port it serves, and its key) are used, so the examples
+run as they are against a local server.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from pathlib import Path
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 DEV_KEY_FILE = Path(".postbox") / "dev-key"
+DEV_URL_FILE = Path(".postbox") / "dev-url"
 
 
 def config_path() -> Path:
@@ -63,13 +65,17 @@ def _surface_urls(raw: object) -> dict[str, str]:
     return {str(k): str(v).rstrip("/") for k, v in raw.items() if v}
 
 
+def _dev_file(path: Path) -> str | None:
+    """What `make dev` wrote to `path` (relative to the current directory), if anything."""
+    return (path.read_text().strip() or None) if path.is_file() else None
+
+
 def resolve(url: str | None = None, key: str | None = None, profile: str | None = None,
             urls: dict[str, str] | None = None) -> Target:
     """The URL(s) and key to use, the first found of: arguments, environment, config file, defaults."""
     table = _profile(profile or os.environ.get("POSTBOX_PROFILE") or "default")
     found_urls = _surface_urls(urls or os.environ.get("POSTBOX_URLS") or table.get("urls") or {})
-    found_url = url or os.environ.get("POSTBOX_URL") or table.get("url") or DEFAULT_URL
+    found_url = url or os.environ.get("POSTBOX_URL") or table.get("url") or _dev_file(DEV_URL_FILE) or DEFAULT_URL
     found_key = key or os.environ.get("POSTBOX_KEY") or table.get("key")
-    if not found_key and DEV_KEY_FILE.is_file():
-        found_key = DEV_KEY_FILE.read_text().strip() or None
+    found_key = found_key or _dev_file(DEV_KEY_FILE)
     return Target(str(found_url).rstrip("/"), str(found_key) if found_key else None, found_urls)

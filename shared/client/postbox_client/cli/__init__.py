@@ -1,6 +1,6 @@
 """The `postbox` client verbs: queues, dead letters, keyed streams, durable streams, partitioned queues,
 flows, work queues, and `tail`. URL and key come from --url/--key, else POSTBOX_URL/POSTBOX_KEY, else the config
-file (`postbox login` writes it), else http://127.0.0.1:8080 with `.postbox/dev-key`.
+file (`postbox login` writes it), else `make dev`'s `.postbox/dev-url` and `.postbox/dev-key`.
 `--json` prints JSON for scripts; tables otherwise."""
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ class _Help(argparse.ArgumentDefaultsHelpFormatter):
 def _common() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("connection and output")
-    g.add_argument("--url", default=None, help="Postbox URL (else $POSTBOX_URL, the config file, http://127.0.0.1:8080)")
+    g.add_argument("--url", default=None, help="Postbox URL (else $POSTBOX_URL, the config file, .postbox/dev-url,"
+                                                    " http://127.0.0.1:8080)")
     g.add_argument("--key", default=None, help="API key (else $POSTBOX_KEY, the config file, .postbox/dev-key)")
     g.add_argument("--profile", default=None, help="config file profile (else $POSTBOX_PROFILE, 'default')")
     g.add_argument("--json", action="store_true", help="print JSON (for scripts) instead of tables")
