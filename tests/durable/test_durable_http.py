@@ -199,6 +199,26 @@ def test_public_stream_readable_without_credential(gateway, api):
         assert anon.get(f"/v1/stream/{name}").status_code == 401  # the open form needs a key by default
 
 
+def test_a_stream_of_html_is_sandboxed_on_the_apis_origin(gateway, api):
+    """A public stream is served from the API's origin (the console's) with its writer's content
+    type: a page of script there must not run as that origin for whoever opens its URL."""
+    name = f"page-{uuid.uuid4().hex[:8]}"
+    account = tenant_name(api.tenant.tenant_id)
+    page = b"<script>fetch('/x?k=' + sessionStorage.getItem('postbox.key'))</script>"
+    api.put(f"/v1/stream/{name}", content=page, headers={"content-type": "text/html", "postbox-public": "true"})
+    api.put(f"/{account}/s.{name}/snapshot/{off(0)}", content=page, headers={"content-type": "image/svg+xml"})
+    token = api.head(f"/{account}/s.{name}").headers["stream-incarnation"]
+    with client(gateway.url, None) as anon:
+        for path in (f"/{account}/s.{name}", f"/{account}/s.{name}/incarnation/{token}/chunk/{off(0)}",
+                     f"/{account}/s.{name}/snapshot/{off(0)}", f"/{account}/s.{name}/bootstrap"):
+            r = anon.get(path)
+            assert r.status_code == 200 and page in r.content, (path, r.status_code)
+            policy = [d.strip() for d in r.headers["content-security-policy"].split(";")]
+            assert "sandbox" in policy and "default-src 'none'" in policy, path
+    refused = api.get(f"/{account}/s.{name}-missing")
+    assert refused.status_code == 404 and "sandbox" in refused.headers["content-security-policy"]
+
+
 def test_another_tenants_stream_is_404(gateway, api, stream, make_tenant):
     path, spec = stream
     other = make_tenant()
