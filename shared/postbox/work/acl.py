@@ -27,7 +27,7 @@ from ..errors import Conflict, Forbidden, NotFound, Unprocessable
 from ..tenancy import Principal, require
 from . import audit
 from .common import MANAGE, SCOPE_NOT_FOUND, as_json, parse_id
-from .gate import CHECKED, ENTER, GATE, GATE_NAMED, guard, load_scope  # noqa: F401  (the check, used as acl.*)
+from .gate import CHECKED, ENTER, GATE, GATE_NAMED, guard, load_named_scope, load_scope  # noqa: F401  (the check, used as acl.*)
 
 ENTRY_NOT_FOUND = "SCAIQUEUE_ACL_ENTRY_NOT_FOUND"
 ACL_CONFLICT = "SCAIQUEUE_ACL_CONFLICT"
@@ -139,7 +139,10 @@ def add_queue_entry(principal: Principal, scope_id: str, fields: dict[str, Any])
 
 def add_trust(principal: Principal, scope_id: str, fields: dict[str, Any]) -> dict[str, Any]:
     """Trust another scope of the tenant. `allowed_queues` name queues of the receiving side: the
-    target's for `outbound`, this scope's for `inbound`, either's for `both`."""
+    target's for `outbound`, this scope's for `inbound`, either's for `both`. A trust that opens the
+    target (`outbound`, `both`) lets this scope's rules publish there, so it needs a caller who may
+    manage the target too: a key limited to some scopes, or kept out of the target by its ACL,
+    cannot open a way into it from a scope it manages (403)."""
     tenant_id = require(principal, MANAGE)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     target = parse_body_id(fields["target_scope_id"], "target_scope_id")
@@ -151,6 +154,8 @@ def add_trust(principal: Principal, scope_id: str, fields: dict[str, Any]) -> di
         if conn.execute("SELECT 1 FROM work_scopes WHERE id = %s AND tenant_id = %s",
                         (target, tenant_id)).fetchone() is None:
             raise invalid_field("target_scope_id", "no such scope")
+        if direction != "inbound":
+            load_named_scope(conn, principal, tenant_id, target, MANAGE)
         receivers = {"outbound": (target,), "inbound": (scope_id,), "both": (scope_id, target)}[direction]
         queues = fields.get("allowed_queues")
         for i, queue_id in enumerate(queues or ()):

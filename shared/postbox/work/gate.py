@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 
 from .. import db
+from ..errors import Forbidden
 from ..tenancy import Principal
 from .common import as_json
 
@@ -43,3 +44,12 @@ def load_scope(conn: psycopg.Connection, principal: Principal, tenant_id: str, s
     with db.domain_errors():
         conn.execute(f"SELECT (work_scope_of(%s, %s)).id FROM {GATE} _",
                      (tenant_id, scope_id, guard(principal, tenant_id, scope_id, op, **touches)))
+
+
+def load_named_scope(conn: psycopg.Connection, principal: Principal, tenant_id: str, scope_id: str, op: str) -> None:
+    """A scope a request names in its body rather than in its path (a trust's target), held to what
+    a path's scope is held to: the key's `allowed_scopes` (the authorizer sees only the path) and
+    the scope's ACL for `op`."""
+    if not principal.allows_scope(scope_id):
+        raise Forbidden("This key is not allowed in the scope it names.", code="AUTHZ_PERMISSION_DENIED")
+    load_scope(conn, principal, tenant_id, scope_id, op)
