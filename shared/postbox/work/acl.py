@@ -193,6 +193,42 @@ def delete_entry(principal: Principal, scope_id: str, kind: str, entry_id: str) 
         audit.record(conn, principal, f"scaiqueue.acl.{kind}.removed", "acl_" + kind, entry_id, scope_id=scope_id)
 
 
+# What a rotation would hand its caller beyond its own standing in the ACL (see `rotation_beyond`):
+# a deny by key id that binds the caller (its key or one it descends from) but not the key rotated,
+# and, for a work caller, a grant or allow that names the key rotated by its id.
+_ROTATION = """
+SELECT k.id = %(caller)s::uuid OR %(caller)s::uuid = ANY(k.lineage),
+  (SELECT a.actor_id FROM work_queue_acl a JOIN work_scopes s ON s.id = a.scope_id
+   WHERE s.tenant_id = %(tenant)s AND a.effect = 'deny' AND a.actor_type = 'api_key'
+     AND a.actor_id = ANY(%(mine)s::text[]) AND a.actor_id <> ALL((k.id || k.lineage)::text[])
+   ORDER BY a.created_at LIMIT 1),
+  %(work)s AND (
+    EXISTS (SELECT 1 FROM work_acl_grants g JOIN work_scopes s ON s.id = g.scope_id
+            WHERE s.tenant_id = %(tenant)s AND g.actor_type = 'api_key' AND g.actor_id = k.id::text)
+    OR EXISTS (SELECT 1 FROM work_queue_acl a JOIN work_scopes s ON s.id = a.scope_id
+               WHERE s.tenant_id = %(tenant)s AND a.effect = 'allow' AND a.actor_type = 'api_key'
+                 AND a.actor_id = k.id::text))
+FROM api_keys k WHERE k.id = %(key)s AND k.tenant_id = %(tenant)s"""
+
+
+def rotation_beyond(conn: psycopg.Connection, caller: Principal, tenant_id: str, key_id: str) -> str | None:
+    """Why handing `caller` the new secret of key `key_id` would give it more than the ACL gives
+    it (None: it would not). The key itself, or a key minted from it (whose secret it was shown, and
+    which every deny binding it binds), gives it nothing; any other key would shed a deny by key id
+    that binds the caller but not that key, or (to a work key) give a grant or allow made for that
+    key by its id alone."""
+    mine = [caller.key_id, *caller.lineage]
+    row = conn.execute(_ROTATION, {"caller": caller.key_id, "tenant": tenant_id, "key": key_id, "mine": mine,
+                                   "work": caller.is_work_key}).fetchone()
+    if row is None or row[0]:
+        return None
+    if row[1] is not None:
+        return f"names no deny of api_key {row[1]}, which binds this key"
+    if row[2]:
+        return "is given grants or allow entries by its id, which this key does not hold"
+    return None
+
+
 def check_route_target(conn: psycopg.Connection, tenant_id: str, scope_id: str, target_scope: str,
                        queue_id: str, field: str) -> tuple[int, str]:
     """(internal id, slug) of a queue in another scope a routing rule names: it must exist in the
