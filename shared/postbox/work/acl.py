@@ -223,9 +223,9 @@ def rotation_beyond(conn: psycopg.Connection, caller: Principal, tenant_id: str,
     if row is None or row[0]:
         return None
     if row[1] is not None:
-        return f"names no deny of api_key {row[1]}, which binds this key"
+        return f"leaves out the deny on api_key {row[1]}, which binds this key"
     if row[2]:
-        return "is given grants or allow entries by its id, which this key does not hold"
+        return "gives that key grants or allow entries by its id, which this key does not hold"
     return None
 
 
