@@ -4,7 +4,9 @@ retention, tenancy, public streams, read-only keys, limits and error bodies."""
 
 from __future__ import annotations
 
+import threading
 import uuid
+from collections import Counter
 
 import httpx
 import pytest
@@ -217,6 +219,32 @@ def test_a_stream_of_html_is_sandboxed_on_the_apis_origin(gateway, api):
             assert "sandbox" in policy and "default-src 'none'" in policy, path
     refused = api.get(f"/{account}/s.{name}-missing")
     assert refused.status_code == 404 and "sandbox" in refused.headers["content-security-policy"]
+
+
+def test_creates_of_one_name_racing_each_other_end_as_one_after_another(gateway, api):
+    """Many clients creating the same stream (or the same fork) at once: one creates it (201), every
+    other finds it with the same configuration (200); none meets the name's unique index as a 500."""
+    threads, rounds = 8, 6
+    answers: Counter = Counter()
+
+    def create(kind: str, path: str, headers: dict[str, str], barrier: threading.Barrier) -> None:
+        with client(gateway.url, api.tenant.key) as c:
+            barrier.wait()
+            answers[kind, c.put(path, headers=headers).status_code] += 1
+
+    for _ in range(rounds):
+        name = f"race-{uuid.uuid4().hex[:8]}"
+        for kind, path, headers in (
+                ("stream", f"/v1/stream/{name}", {"content-type": "text/plain"}),
+                ("fork", f"/v1/stream/{name}-fork", {"content-type": "text/plain", "stream-forked-from": name})):
+            barrier = threading.Barrier(threads)
+            workers = [threading.Thread(target=create, args=(kind, path, headers, barrier)) for _ in range(threads)]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
+    assert answers == Counter({("stream", 201): rounds, ("stream", 200): rounds * (threads - 1),
+                               ("fork", 201): rounds, ("fork", 200): rounds * (threads - 1)}), answers
 
 
 def test_another_tenants_stream_is_404(gateway, api, stream, make_tenant):
