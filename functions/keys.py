@@ -88,7 +88,7 @@ def refusal(principal: Principal, path: str | None, source_ip: str | None) -> st
         found = _SCOPE_IN_PATH.match(path or "")
         if found is None:
             return "This key is limited to some scopes and may only call routes under them."
-        if found.group(1).lower() not in {s.lower() for s in principal.allowed_scopes}:
+        if not principal.allows_scope(found.group(1)):
             return "This key is not allowed in this scope."
     return None
 

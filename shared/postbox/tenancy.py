@@ -68,6 +68,10 @@ class Principal(NamedTuple):
     def is_anonymous(self) -> bool:
         return self.role == "anon"
 
+    def allows_scope(self, scope_id: str) -> bool:
+        """Whether a work scope is one this key may act in: any, unless the key names `allowed_scopes`."""
+        return self.allowed_scopes is None or scope_id.lower() in {s.lower() for s in self.allowed_scopes}
+
     def can(self, need: str) -> bool:
         """`need` is a role (manage > write > read; `anon` holds none) or an operation such as
         `scaiqueue:publish`, held when the key's scopes name it or its role reaches the operation's."""

@@ -4,7 +4,9 @@ retention, tenancy, public streams, read-only keys, limits and error bodies."""
 
 from __future__ import annotations
 
+import threading
 import uuid
+from collections import Counter
 
 import httpx
 import pytest
@@ -197,6 +199,52 @@ def test_public_stream_readable_without_credential(gateway, api):
         private = anon.get(f"/{account}/s.{name}-private")
         assert private.status_code == 401 and error_code(private) == "INVALID_CREDENTIAL"
         assert anon.get(f"/v1/stream/{name}").status_code == 401  # the open form needs a key by default
+
+
+def test_a_stream_of_html_is_sandboxed_on_the_apis_origin(gateway, api):
+    """A public stream is served from the API's origin (the console's) with its writer's content
+    type: a page of script there must not run as that origin for whoever opens its URL."""
+    name = f"page-{uuid.uuid4().hex[:8]}"
+    account = tenant_name(api.tenant.tenant_id)
+    page = b"<script>fetch('/x?k=' + sessionStorage.getItem('postbox.key'))</script>"
+    api.put(f"/v1/stream/{name}", content=page, headers={"content-type": "text/html", "postbox-public": "true"})
+    api.put(f"/{account}/s.{name}/snapshot/{off(0)}", content=page, headers={"content-type": "image/svg+xml"})
+    token = api.head(f"/{account}/s.{name}").headers["stream-incarnation"]
+    with client(gateway.url, None) as anon:
+        for path in (f"/{account}/s.{name}", f"/{account}/s.{name}/incarnation/{token}/chunk/{off(0)}",
+                     f"/{account}/s.{name}/snapshot/{off(0)}", f"/{account}/s.{name}/bootstrap"):
+            r = anon.get(path)
+            assert r.status_code == 200 and page in r.content, (path, r.status_code)
+            policy = [d.strip() for d in r.headers["content-security-policy"].split(";")]
+            assert "sandbox" in policy and "default-src 'none'" in policy, path
+    refused = api.get(f"/{account}/s.{name}-missing")
+    assert refused.status_code == 404 and "sandbox" in refused.headers["content-security-policy"]
+
+
+def test_creates_of_one_name_racing_each_other_end_as_one_after_another(gateway, api):
+    """Many clients creating the same stream (or the same fork) at once: one creates it (201), every
+    other finds it with the same configuration (200); none meets the name's unique index as a 500."""
+    threads, rounds = 8, 6
+    answers: Counter = Counter()
+
+    def create(kind: str, path: str, headers: dict[str, str], barrier: threading.Barrier) -> None:
+        with client(gateway.url, api.tenant.key) as c:
+            barrier.wait()
+            answers[kind, c.put(path, headers=headers).status_code] += 1
+
+    for _ in range(rounds):
+        name = f"race-{uuid.uuid4().hex[:8]}"
+        for kind, path, headers in (
+                ("stream", f"/v1/stream/{name}", {"content-type": "text/plain"}),
+                ("fork", f"/v1/stream/{name}-fork", {"content-type": "text/plain", "stream-forked-from": name})):
+            barrier = threading.Barrier(threads)
+            workers = [threading.Thread(target=create, args=(kind, path, headers, barrier)) for _ in range(threads)]
+            for w in workers:
+                w.start()
+            for w in workers:
+                w.join()
+    assert answers == Counter({("stream", 201): rounds, ("stream", 200): rounds * (threads - 1),
+                               ("fork", 201): rounds, ("fork", 200): rounds * (threads - 1)}), answers
 
 
 def test_another_tenants_stream_is_404(gateway, api, stream, make_tenant):

@@ -152,3 +152,30 @@ def test_export_download(gateway, api, fmt, compression):
         "scaiqueue.scope.created"]
     with client(gateway.url, tenant.key_for("read")) as reader:
         _error(reader.get(url), 403, "AUTHZ_PERMISSION_DENIED")
+
+
+def test_a_key_the_acl_keeps_from_a_scope_runs_no_tenant_wide_job(gateway, api):
+    """An export or erasure reaches every scope: a work key with manage that a scope's grants close
+    out (or a deny binds) would read or redact that scope's messages through it."""
+    base = f"{W}/tenants/{api.tenant.tenant_id}"
+    scope, _, _ = _publish(api, {"ssn": "123-45-6789"})
+    made = _ok(api.post(f"{base}/api-keys", json={
+        "subject_type": "agent", "subject_id": "outsider",
+        "allowed_operations": ["scaiqueue:view", "scaiqueue:publish", "scaiqueue:consume", "scaiqueue:manage"]}),
+        201)
+    _ok(api.post(f"{W}/scopes/{scope['id']}/acl/grants",  # closed to every work key but boss
+                 json={"actor_type": "agent", "actor_id": "boss", "role": "manager"}), 201)
+    tenant_key = {"actor_type": "api_key", "actor_id": api.tenant.principal.key_id}
+    job = _ok(api.post(f"{base}/data-export", json=tenant_key), 202)  # the tenant key's own export
+    _drain(job["job_id"])
+    with client(gateway.url, made["key"]) as outsider:
+        _error(outsider.get(f"{W}/scopes/{scope['id']}"), 403, "AUTHZ_PERMISSION_DENIED")
+        for kind in ("data-export", "data-erasure"):
+            refused = _error(outsider.post(f"{base}/{kind}", json=tenant_key), 403, "AUTHZ_PERMISSION_DENIED")
+            assert scope["slug"] in refused["message"], refused
+        _error(outsider.get(f"{base}/data-export/jobs/{job['job_id']}/download"), 403, "AUTHZ_PERMISSION_DENIED")
+        _ok(api.post(f"{W}/scopes/{scope['id']}/acl/grants",
+                     json={"actor_type": "agent", "actor_id": "outsider", "role": "viewer"}), 201)
+        assert b"123-45-6789" in outsider.get(f"{base}/data-export/jobs/{job['job_id']}/download").content
+        _ok(outsider.post(f"{base}/data-export", json=tenant_key), 202)  # viewer: an export, not an erasure
+        _error(outsider.post(f"{base}/data-erasure", json=tenant_key), 403, "AUTHZ_PERMISSION_DENIED")

@@ -103,3 +103,37 @@ def test_a_grant_or_allow_by_key_id_does_not_pass_to_the_keys_it_mints(api, gate
         _error(kb.get(f"{W}/scopes/{scope['id']}"), 403, DENIED)
         assert scope["id"] not in [s["id"] for s in _ok(kb.get(f"{W}/scopes"))]
         _error(kb.post(messages(scope, jobs), json={"body": "b"}), 403, DENIED)
+
+
+def rotate(by, tenant_id: str, key_id: str):
+    return by.post(f"{W}/tenants/{tenant_id}/api-keys/{key_id}/rotate")
+
+
+def test_a_rotation_hands_over_no_standing_the_acl_keeps_from_the_caller(api, gateway, scope, jobs):
+    """Rotating a key hands its new secret to the caller: a key denied by its id may not rotate an
+    equal key the deny does not bind (it would publish as that key), nor may a work key rotate one
+    given a grant or allow by its id alone; its own key and the keys it minted it may."""
+    tenant_id = api.tenant.tenant_id
+    a, b = mint(api, tenant_id), mint(api, tenant_id)  # equal keys: each within the other's power
+    deny_key(api, scope, jobs, a["id"])
+    with client(gateway.url, a["key"]) as ka:
+        refused = _error(rotate(ka, tenant_id, b["id"]), 403, DENIED)
+        assert refused["details"]["field"] == "acl" and a["id"] in refused["message"], refused
+        c = mint(ka, tenant_id)
+        with client(gateway.url, _ok(rotate(ka, tenant_id, c["id"]))["key"]) as kc:  # bound by the deny anyway
+            assert_denied(kc, scope, jobs, by=a["id"])
+        own = _ok(rotate(ka, tenant_id, a["id"]))
+    with client(gateway.url, own["key"]) as ka2:
+        assert_denied(ka2, scope, jobs)
+    with client(gateway.url, b["key"]) as kb:  # B was not rotated: its secret is still its own
+        _ok(kb.post(messages(scope, jobs), json={"body": "b"}), 201)
+
+    granted, plain = mint(api, tenant_id, subject_id="w2"), mint(api, tenant_id, subject_id="w2")
+    _ok(api.post(acl(scope) + "/grants", json={"actor_type": "api_key", "actor_id": granted["id"],
+                                               "role": "manager"}), 201)  # the scope is closed to the rest
+    with client(gateway.url, plain["key"]) as kp:
+        _error(kp.get(f"{W}/scopes/{scope['id']}"), 403, DENIED)
+        refused = _error(rotate(kp, tenant_id, granted["id"]), 403, DENIED)
+        assert refused["details"]["field"] == "acl", refused
+    with client(gateway.url, _ok(rotate(api, tenant_id, granted["id"]))["key"]) as kg:  # a tenant key may
+        _ok(kg.get(f"{W}/scopes/{scope['id']}"))

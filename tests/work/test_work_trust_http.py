@@ -1,14 +1,18 @@
 """Cross-scope routing over HTTP: a rule may target a queue of another scope only when a trust lets
 its scope route there; without one the rule is refused at creation, and a trust revoked (or one that
-does not cover the message's type or queue) stops the routing at publish."""
+does not cover the message's type or queue) stops the routing at publish; a trust that opens a scope
+needs a key that may manage it."""
 
 from __future__ import annotations
 
 import pytest
 
-from support.work_api import W
+from support.http import client
+from support.work_api import ALL_OPERATIONS, W, fresh_key_cache
 from support.work_api import error as _error
 from support.work_api import ok as _ok
+
+_fresh_cache = pytest.fixture(autouse=True)(fresh_key_cache)
 
 
 @pytest.fixture
@@ -91,3 +95,37 @@ def test_allowed_queues_limit_the_trust(api, source, target):
     trust(api, scope, other, allowed_queues=[landing["id"]])
     _ok(route_rule(api, scope, other, landing), 201)
     _error(route_rule(api, scope, other, elsewhere), 403, "AUTHZ_PERMISSION_DENIED")
+
+
+def test_a_trust_opening_a_scope_needs_a_key_that_may_manage_it(api, gateway, source, target):
+    """A trust `outbound` (or `both`) lets the source's rules publish into the target: a key limited
+    to the source scope, or one the target's ACL keeps out, cannot open that way in."""
+    (scope, inbox), (other, landing) = source, target
+    made = _ok(api.post(f"{W}/tenants/{api.tenant.tenant_id}/api-keys", json={
+        "subject_id": "scoped", "subject_type": "agent", "allowed_operations": ALL_OPERATIONS,
+        "allowed_scopes": [scope["id"]]}), 201)
+    with client(gateway.url, made["key"]) as scoped:
+        _error(scoped.post(f"{W}/scopes/{other['id']}/queues/{landing['id']}/messages", json={"body": "x"}),
+               403, "AUTHZ_PERMISSION_DENIED")
+        for direction in ("outbound", "both"):
+            _error(scoped.post(f"{W}/scopes/{scope['id']}/acl/trusted-scopes",
+                               json={"target_scope_id": other["id"], "direction": direction}),
+                   403, "AUTHZ_PERMISSION_DENIED")
+        _error(route_rule(scoped, scope, other, landing), 403, "AUTHZ_PERMISSION_DENIED")
+        stays = publish(scoped, scope, inbox)
+        assert stays["queue_id"] == inbox["id"]
+        inbound = _ok(scoped.post(f"{W}/scopes/{scope['id']}/acl/trusted-scopes",  # its own scope opened: its call
+                                  json={"target_scope_id": other["id"], "direction": "inbound"}), 201)
+    assert _ok(api.get(f"{W}/scopes/{other['id']}/queues/{landing['id']}/messages")) == []
+    _ok(api.delete(f"{W}/scopes/{scope['id']}/acl/trusted-scopes/{inbound['id']}"))
+
+    free = _ok(api.post(f"{W}/tenants/{api.tenant.tenant_id}/api-keys", json={
+        "subject_id": "manager", "subject_type": "agent", "allowed_operations": ALL_OPERATIONS}), 201)
+    _ok(api.post(f"{W}/scopes/{other['id']}/acl/grants",  # the target is closed to work keys but this one
+                 json={"actor_type": "agent", "actor_id": "someone-else", "role": "manager"}), 201)
+    with client(gateway.url, free["key"]) as manager:
+        _error(manager.post(f"{W}/scopes/{scope['id']}/acl/trusted-scopes", json={"target_scope_id": other["id"]}),
+               403, "AUTHZ_PERMISSION_DENIED")
+        _ok(api.post(f"{W}/scopes/{other['id']}/acl/grants",
+                     json={"actor_type": "agent", "actor_id": "manager", "role": "manager"}), 201)
+        _ok(manager.post(f"{W}/scopes/{scope['id']}/acl/trusted-scopes", json={"target_scope_id": other["id"]}), 201)

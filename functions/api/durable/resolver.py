@@ -1,6 +1,6 @@
 """The durable surface's resolver and what every one of its answers shares: the protocol headers
-(CORS, `Cache-Control`, Ursula's on the hosted form), no body on `HEAD`, refusals in the
-protocol's envelope, and the request's parts as the routes read them."""
+(CORS, a sandboxing `Content-Security-Policy`, `Cache-Control`, Ursula's on the hosted form), no
+body on `HEAD`, refusals in the protocol's envelope, and the request's parts as the routes read them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 
 from functions.api.common import SurfaceResolver, principal_from
-from functions.api.durable.wire import CORS, URSULA, error_response
+from functions.api.durable.wire import CORS, SANDBOX, URSULA, error_response
 from postbox.errors import PostboxError
 from postbox.tenancy import Principal
 
@@ -43,6 +43,7 @@ def finish(response: Response) -> Response:
     if _hosted_request() and response.status_code != 401:  # the server's own answers name it
         headers.update({k: v for k, v in URSULA.items() if k not in present})
     headers.update({k: v for k, v in CORS.items() if k not in present})
+    headers.update(SANDBOX)
     if "cache-control" not in present:
         headers["Cache-Control"] = "no-store"
     if app.current_event.http_method.upper() == "HEAD":

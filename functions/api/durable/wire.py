@@ -37,6 +37,11 @@ CORS = {
     "x-content-type-options": "nosniff",
     "cross-origin-resource-policy": "cross-origin",
 }
+# A stream's bytes go out with the content type its writer chose, from the API's own origin (the
+# console's too): a browser opening one as a page (`text/html`, `image/svg+xml`) renders it in a
+# sandbox, an origin of its own that runs no script and loads nothing, so a public stream of one
+# tenant cannot act as the API's origin towards another tenant's console session.
+SANDBOX = {"content-security-policy": "sandbox; default-src 'none'"}
 URSULA = {
     "ursula-protocol": "11",
     "ursula-cluster-id": os.environ.get("POSTBOX_CLUSTER_ID", "postbox"),

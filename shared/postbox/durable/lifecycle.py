@@ -28,19 +28,26 @@ def _same_config(stream: Stream, spec: CreateSpec, content_type: str) -> bool:
     )
 
 
+def _existing(existing: Stream, spec: CreateSpec) -> Created:
+    """The answer to creating a stream whose name is taken: the same configuration again answers
+    the existing stream, another (or a soft-deleted stream) is 409."""
+    if existing.deleted:
+        raise Conflict("The stream was deleted but forks still read it; the name is not free yet.",
+                       code="STREAM_ALREADY_EXISTS_CONFLICT")
+    content_type = spec.content_type or (existing.content_type if spec.source_name else DEFAULT_CONTENT_TYPE)
+    if not _same_config(existing, spec, content_type):
+        raise Conflict("The stream exists with a different configuration.", code="STREAM_ALREADY_EXISTS_CONFLICT")
+    return Created(existing, False)
+
+
 def create(scope: Scope, name: str, spec: CreateSpec) -> Created:
-    """Create `name` (the same configuration again answers the existing stream, another is 409)."""
+    """Create `name` (the same configuration again answers the existing stream, another is 409).
+    Creates of one name racing each other end as if they came one after another: one creates it,
+    the others find it."""
     with db.transaction() as conn:
         existing = catalog.alive(conn, store.find(conn, scope.project_id, name, lock=True))
         if existing is not None:
-            if existing.deleted:
-                raise Conflict("The stream was deleted but forks still read it; the name is not free yet.",
-                               code="STREAM_ALREADY_EXISTS_CONFLICT")
-            content_type = spec.content_type or (existing.content_type if spec.source_name else DEFAULT_CONTENT_TYPE)
-            if not _same_config(existing, spec, content_type):
-                raise Conflict("The stream exists with a different configuration.",
-                               code="STREAM_ALREADY_EXISTS_CONFLICT")
-            return Created(existing, False)
+            return _existing(existing, spec)
         source, base, prefix = None, 0, None
         ttl, expires_at, expires_text = spec.ttl_seconds, spec.expires_at, spec.expires_at_text
         content_type = spec.content_type or DEFAULT_CONTENT_TYPE
@@ -65,6 +72,12 @@ def create(scope: Scope, name: str, spec: CreateSpec) -> Created:
             ttl_seconds=ttl, expires_at=expires_at, expires_at_text=expires_text, public=spec.public,
             source=source, base_offset=base, fork_sub_offset=spec.fork_sub_offset,
         )
+        if stream_id is None:  # a concurrent create took the name since we looked: it came first
+            taken = store.find(conn, scope.project_id, name, lock=True)
+            if taken is None:  # and was deleted again already
+                raise Conflict("The stream was created and deleted meanwhile; retry.",
+                               code="STREAM_ALREADY_EXISTS_CONFLICT")
+            return _existing(taken, spec)
         stream = store.by_id(conn, stream_id)
         records = []
         if prefix is not None:

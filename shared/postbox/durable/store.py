@@ -88,17 +88,22 @@ def insert(
     source: Stream | None,
     base_offset: int,
     fork_sub_offset: int,
-) -> int:
-    """A new stream row and its log partition, within the plan's streams; returns the stream id."""
+) -> int | None:
+    """A new stream row and its log partition, within the plan's streams; returns the stream id, or
+    None (and makes nothing) when a concurrent transaction took the name first."""
     limits.check(conn, tenant_id, limits.DURABLE_STREAMS)
-    stream_id = conn.execute(
+    row = conn.execute(
         "INSERT INTO durable_streams (tenant_id, project_id, name, content_type, incarnation, ttl_seconds,"
         " expires_at, expires_at_text, public, source_id, source_name, base_offset, fork_sub_offset)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+        " ON CONFLICT (project_id, name) DO NOTHING RETURNING id",
         (tenant_id, project_id, name, content_type, secrets.token_hex(8), ttl_seconds, expires_at,
          expires_at_text, public, source.id if source else None, source.name if source else None,
          base_offset, fork_sub_offset),
-    ).fetchone()[0]
+    ).fetchone()
+    if row is None:
+        return None
+    stream_id = row[0]
     partition = log.ensure_partition(conn, tenant_id, OWNER, stream_id, "")
     conn.execute("UPDATE durable_streams SET partition_id = %s WHERE id = %s", (partition.id, stream_id))
     if source is not None:

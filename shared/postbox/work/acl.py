@@ -27,7 +27,7 @@ from ..errors import Conflict, Forbidden, NotFound, Unprocessable
 from ..tenancy import Principal, require
 from . import audit
 from .common import MANAGE, SCOPE_NOT_FOUND, as_json, parse_id
-from .gate import CHECKED, ENTER, GATE, GATE_NAMED, guard, load_scope  # noqa: F401  (the check, used as acl.*)
+from .gate import CHECKED, ENTER, GATE, GATE_NAMED, guard, load_named_scope, load_scope  # noqa: F401  (the check, used as acl.*)
 
 ENTRY_NOT_FOUND = "SCAIQUEUE_ACL_ENTRY_NOT_FOUND"
 ACL_CONFLICT = "SCAIQUEUE_ACL_CONFLICT"
@@ -139,7 +139,10 @@ def add_queue_entry(principal: Principal, scope_id: str, fields: dict[str, Any])
 
 def add_trust(principal: Principal, scope_id: str, fields: dict[str, Any]) -> dict[str, Any]:
     """Trust another scope of the tenant. `allowed_queues` name queues of the receiving side: the
-    target's for `outbound`, this scope's for `inbound`, either's for `both`."""
+    target's for `outbound`, this scope's for `inbound`, either's for `both`. A trust that opens the
+    target (`outbound`, `both`) lets this scope's rules publish there, so it needs a caller who may
+    manage the target too: a key limited to some scopes, or kept out of the target by its ACL,
+    cannot open a way into it from a scope it manages (403)."""
     tenant_id = require(principal, MANAGE)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     target = parse_body_id(fields["target_scope_id"], "target_scope_id")
@@ -151,6 +154,8 @@ def add_trust(principal: Principal, scope_id: str, fields: dict[str, Any]) -> di
         if conn.execute("SELECT 1 FROM work_scopes WHERE id = %s AND tenant_id = %s",
                         (target, tenant_id)).fetchone() is None:
             raise invalid_field("target_scope_id", "no such scope")
+        if direction != "inbound":
+            load_named_scope(conn, principal, tenant_id, target, MANAGE)
         receivers = {"outbound": (target,), "inbound": (scope_id,), "both": (scope_id, target)}[direction]
         queues = fields.get("allowed_queues")
         for i, queue_id in enumerate(queues or ()):
@@ -186,6 +191,42 @@ def delete_entry(principal: Principal, scope_id: str, kind: str, entry_id: str) 
         if found is None:
             raise _entry_missing(what)
         audit.record(conn, principal, f"scaiqueue.acl.{kind}.removed", "acl_" + kind, entry_id, scope_id=scope_id)
+
+
+# What a rotation would hand its caller beyond its own standing in the ACL (see `rotation_beyond`):
+# a deny by key id that binds the caller (its key or one it descends from) but not the key rotated,
+# and, for a work caller, a grant or allow that names the key rotated by its id.
+_ROTATION = """
+SELECT k.id = %(caller)s::uuid OR %(caller)s::uuid = ANY(k.lineage),
+  (SELECT a.actor_id FROM work_queue_acl a JOIN work_scopes s ON s.id = a.scope_id
+   WHERE s.tenant_id = %(tenant)s AND a.effect = 'deny' AND a.actor_type = 'api_key'
+     AND a.actor_id = ANY(%(mine)s::text[]) AND a.actor_id <> ALL((k.id || k.lineage)::text[])
+   ORDER BY a.created_at LIMIT 1),
+  %(work)s AND (
+    EXISTS (SELECT 1 FROM work_acl_grants g JOIN work_scopes s ON s.id = g.scope_id
+            WHERE s.tenant_id = %(tenant)s AND g.actor_type = 'api_key' AND g.actor_id = k.id::text)
+    OR EXISTS (SELECT 1 FROM work_queue_acl a JOIN work_scopes s ON s.id = a.scope_id
+               WHERE s.tenant_id = %(tenant)s AND a.effect = 'allow' AND a.actor_type = 'api_key'
+                 AND a.actor_id = k.id::text))
+FROM api_keys k WHERE k.id = %(key)s AND k.tenant_id = %(tenant)s"""
+
+
+def rotation_beyond(conn: psycopg.Connection, caller: Principal, tenant_id: str, key_id: str) -> str | None:
+    """Why handing `caller` the new secret of key `key_id` would give it more than the ACL gives
+    it (None: it would not). The key itself, or a key minted from it (whose secret it was shown, and
+    which every deny binding it binds), gives it nothing; any other key would shed a deny by key id
+    that binds the caller but not that key, or (to a work key) give a grant or allow made for that
+    key by its id alone."""
+    mine = [caller.key_id, *caller.lineage]
+    row = conn.execute(_ROTATION, {"caller": caller.key_id, "tenant": tenant_id, "key": key_id, "mine": mine,
+                                   "work": caller.is_work_key}).fetchone()
+    if row is None or row[0]:
+        return None
+    if row[1] is not None:
+        return f"leaves out the deny on api_key {row[1]}, which binds this key"
+    if row[2]:
+        return "gives that key grants or allow entries by its id, which this key does not hold"
+    return None
 
 
 def check_route_target(conn: psycopg.Connection, tenant_id: str, scope_id: str, target_scope: str,

@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 
 from .. import db
+from ..errors import Forbidden
 from ..tenancy import Principal
 from .common import as_json
 
@@ -43,3 +44,45 @@ def load_scope(conn: psycopg.Connection, principal: Principal, tenant_id: str, s
     with db.domain_errors():
         conn.execute(f"SELECT (work_scope_of(%s, %s)).id FROM {GATE} _",
                      (tenant_id, scope_id, guard(principal, tenant_id, scope_id, op, **touches)))
+
+
+def load_named_scope(conn: psycopg.Connection, principal: Principal, tenant_id: str, scope_id: str, op: str) -> None:
+    """A scope a request names in its body rather than in its path (a trust's target), held to what
+    a path's scope is held to: the key's `allowed_scopes` (the authorizer sees only the path) and
+    the scope's ACL for `op`."""
+    if not principal.allows_scope(scope_id):
+        raise Forbidden("This key is not allowed in the scope it names.", code="AUTHZ_PERMISSION_DENIED")
+    load_scope(conn, principal, tenant_id, scope_id, op)
+
+
+# The first scope of the tenant the ACL keeps, in part, from the caller for `op`: one closed by
+# grants where a work key's actor (or key) holds no grant giving `op`, or one with a deny entry
+# binding the caller (its actor, its key or a key it descends from) that takes `op`.
+_KEPT_OUT = """
+SELECT s.slug FROM work_scopes s
+WHERE s.tenant_id = %(tenant)s AND (
+    (%(work)s AND s.acl_grants > 0 AND NOT EXISTS (
+        SELECT 1 FROM work_acl_grants g
+        WHERE g.scope_id = s.id
+          AND ((g.actor_type = %(type)s AND g.actor_id = %(id)s) OR (g.actor_type = 'api_key' AND g.actor_id = %(key)s))
+          AND %(op)s = ANY(work_acl_role_ops(g.role)) AND work_acl_active(g.conditions)))
+    OR (s.acl_queue_entries > 0 AND EXISTS (
+        SELECT 1 FROM work_queue_acl a
+        WHERE a.scope_id = s.id AND a.effect = 'deny'
+          AND ((a.actor_type = %(type)s AND a.actor_id = %(id)s)
+               OR (a.actor_type = 'api_key' AND a.actor_id = ANY(%(keys)s::text[])))
+          AND %(op)s = ANY(work_acl_role_ops(a.role)) AND work_acl_active(a.conditions))))
+ORDER BY s.created_at, s.id LIMIT 1"""
+
+
+def require_tenant_wide(conn: psycopg.Connection, principal: Principal, tenant_id: str, op: str) -> None:
+    """A request that reaches every scope of the tenant at once (a GDPR export or erasure) is held
+    to every scope's ACL: refused (403) when any scope is closed to the caller for `op`, or a deny
+    there binds it."""
+    actor_type, actor_id = principal.actor
+    row = conn.execute(_KEPT_OUT, {"tenant": tenant_id, "work": principal.is_work_key, "type": actor_type,
+                                   "id": actor_id, "key": principal.key_id, "op": op,
+                                   "keys": [principal.key_id, *principal.lineage]}).fetchone()
+    if row is not None:
+        raise Forbidden(f"This reaches every scope, and the ACL of scope {row[0]} keeps {op} from {actor_type} "
+                        f"{actor_id}.", code="AUTHZ_PERMISSION_DENIED")

@@ -24,7 +24,8 @@ from .. import db
 from ..errors import NotFound
 from ..tenancy import Principal
 from . import audit, gdpr_files
-from .common import own_tenant
+from .common import MANAGE, VIEW, own_tenant
+from .gate import require_tenant_wide
 
 log = logging.getLogger("postbox.work.gdpr")
 
@@ -75,7 +76,9 @@ RETURNING to_jsonb(work_gdpr_jobs.*)
 
 
 def submit(principal: Principal, tenant_id: str, kind: str, fields: dict[str, Any]) -> dict[str, Any]:
-    """A queued erasure or export job for the actor `fields` names; the agent does the work."""
+    """A queued erasure or export job for the actor `fields` names; the agent does the work. It
+    reaches every scope, so every scope's ACL must let the caller in (view for an export, manage
+    for an erasure)."""
     tenant = own_tenant(principal, tenant_id)
     by_type, by_id = principal.actor
     params = {"tenant": tenant, "kind": kind, "mode": None, "format": None, "compression": None,
@@ -86,6 +89,7 @@ def submit(principal: Principal, tenant_id: str, kind: str, fields: dict[str, An
         params["format"] = fields.get("format", "jsonl")
         params["compression"] = fields.get("compression", "none")
     with db.transaction() as conn:
+        require_tenant_wide(conn, principal, tenant, MANAGE if kind == "erasure" else VIEW)
         row = conn.execute(_INSERT, params).fetchone()[0]
         audit.record(conn, principal, f"scaiqueue.gdpr.{kind}_requested", "gdpr_job", row["id"],
                      details={"actor_type": fields["actor_type"], "mode": params["mode"]})
@@ -119,6 +123,7 @@ def export_file(principal: Principal, tenant_id: str, job_id: str) -> gdpr_files
     """The file of a completed export: its bytes (kept in the database) or a short-lived URL (S3)."""
     tenant = own_tenant(principal, tenant_id)
     with db.connection() as conn:
+        require_tenant_wide(conn, principal, tenant, VIEW)
         row = _row(conn, tenant, "export", job_id)
         found = gdpr_files.fetch(conn, row) if row["state"] == "completed" else None
     if found is None:

@@ -23,10 +23,10 @@ from typing import Any
 import psycopg
 
 from .. import db, key_power, limits
-from ..errors import Conflict, NotFound
+from ..errors import Conflict, Forbidden, NotFound
 from ..tenancy import KEY_PREFIX, WORK_ROLE, Principal, hash_key
 from . import audit
-from .acl import invalid_field, parse_body_id
+from .acl import invalid_field, parse_body_id, rotation_beyond
 from .common import INVALID_TRANSITION, SCOPE_NOT_FOUND, own_tenant, parse_id
 
 KEY_NOT_FOUND = "SCAIQUEUE_API_KEY_NOT_FOUND"
@@ -134,13 +134,17 @@ def _within(principal: Principal, doc: dict[str, Any], doing: str) -> dict[str, 
 def rotate(principal: Principal, tenant_id: str, key_id: str) -> dict[str, Any]:
     """A new secret for the key (returned once); the current one stays valid for the key's
     `grace_period_seconds` (a secret from an earlier rotation stops now). Only a key within the
-    caller's power can be rotated (403 otherwise: nothing changes, no secret is shown). A revoked
-    or expired key cannot be rotated (SCAIQUEUE_INVALID_TRANSITION)."""
+    caller's power can be rotated (403 otherwise: nothing changes, no secret is shown), and one
+    whose secret would give the caller what the ACL keeps from it (`acl.rotation_beyond`) neither.
+    A revoked or expired key cannot be rotated (SCAIQUEUE_INVALID_TRANSITION)."""
     tenant_id = own_tenant(principal, tenant_id)
     key_id = _key_id(key_id)
     key = _secret()
     with db.transaction() as conn:
         state = _within(principal, _one(conn, tenant_id, key_id, lock=True), "rotate")["state"]
+        standing = rotation_beyond(conn, principal, tenant_id, key_id)
+        if standing is not None:  # its new secret would carry the caller past the ACL
+            raise Forbidden(f"This key cannot rotate a key beyond its own power: acl {standing}.", field="acl")
         if state != "active":
             raise Conflict(f"A key that is {state} cannot be rotated.", code=INVALID_TRANSITION, state=state)
         doc = conn.execute(
