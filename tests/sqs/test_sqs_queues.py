@@ -5,6 +5,7 @@ API sees a queue made through SQS and SQS reaches one made through the queues AP
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 from sqs_clients import code, error_of
@@ -23,6 +24,28 @@ def test_create_get_url_and_create_again(sqs):
     e = error_of(sqs.create_queue, QueueName="orders", Attributes={"VisibilityTimeout": "5"})
     assert code(e) == "QueueAlreadyExists" and e.response["ResponseMetadata"]["HTTPStatusCode"] == 400
     assert sqs.get_queue_url(QueueName="orders", QueueOwnerAWSAccountId=account)["QueueUrl"] == url
+
+
+def test_creates_of_one_queue_racing_each_other_all_get_its_url(sqs):
+    """CreateQueue is idempotent for the same attributes however the calls interleave: requests that
+    look for the name at once and all find none each get the one queue's URL, none QueueAlreadyExists."""
+    for round_ in range(5):
+        name, start = f"raced-{round_}", threading.Barrier(8)
+        answers: list[object] = []
+
+        def create(name=name, start=start, answers=answers) -> None:
+            start.wait()
+            try:
+                answers.append(sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "45"})["QueueUrl"])
+            except Exception as e:  # noqa: BLE001 - the answer under test
+                answers.append(e)
+
+        threads = [threading.Thread(target=create) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert answers == [sqs.get_queue_url(QueueName=name)["QueueUrl"]] * 8, answers
 
 
 def test_a_missing_queue_answers_as_sqs_does(sqs):

@@ -177,6 +177,21 @@ def create(principal: Principal, base: str, name: Any, attrs: dict[str, Any], ta
     own, kept = _split(checked)
     # Kept even when it is the default: a queue whose SQS attributes hold it expires its waiting messages.
     kept.setdefault("MessageRetentionPeriod", attributes.NUMBERS["MessageRetentionPeriod"][2])
+    for _ in range(2):  # made meanwhile by another request: found again, and answered as an existing queue
+        try:
+            return _create_or_find(principal, base, name, fifo, attrs, checked, dict(own), kept, tags)
+        except _MadeMeanwhile:
+            pass
+    raise errors.queue_exists(f"A queue named {name} was created meanwhile.")
+
+
+class _MadeMeanwhile(Exception):
+    """Another request made the queue between this one's look for it and its insert."""
+
+
+def _create_or_find(principal: Principal, base: str, name: str, fifo: bool, attrs: dict[str, Any],
+                    checked: dict[str, Any], own: dict[str, Any], kept: dict[str, Any],
+                    tags: dict[str, str]) -> dict[str, Any]:
     with db.transaction() as conn:
         try:
             existing = find(conn, principal, name)
@@ -193,8 +208,8 @@ def create(principal: Principal, base: str, name: Any, attrs: dict[str, Any], ta
             own.update(_redrive_changes(conn, principal, name, fifo, checked["RedrivePolicy"]))
         try:
             qid = _in_sqs_terms(lambda: settings.insert_queue(conn, principal, name, own))
-        except Conflict:  # made meanwhile by another request
-            raise errors.queue_exists(f"A queue named {name} was created meanwhile.") from None
+        except Conflict:
+            raise _MadeMeanwhile from None
         conn.execute(
             "INSERT INTO sqs_queues (queue_id, fifo, attributes, tags) VALUES (%s, %s, %s, %s)",
             (qid, fifo, psycopg.types.json.Jsonb(kept), psycopg.types.json.Jsonb(tags)),
