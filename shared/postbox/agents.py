@@ -66,6 +66,15 @@ def _write(statement: str, params: Any) -> None:
         log.exception("could not record an agent run")
 
 
+def failure_kind(error: BaseException) -> str:
+    """What `GET /system-agents` shows of an agent's failure: its kind, and a database error's
+    SQLSTATE. Never its text: an agent works for every tenant of its cell, so the text may name
+    another tenant's data (a value, a URL, a name); it is in the agent's log line, for operators."""
+    sqlstate = getattr(error, "sqlstate", None)
+    kind = type(error).__name__
+    return f"{kind} (SQLSTATE {sqlstate})" if isinstance(sqlstate, str) else kind
+
+
 def recorded(name: str, *, count: str | None = None) -> Callable[[F], F]:
     """Decorate an agent's handler so each of its runs lands in `agent_runs` under `name` (`count`
     names the result's key that says what it processed, when the sum of its numbers would not).
@@ -99,7 +108,7 @@ def recorded(name: str, *, count: str | None = None) -> Callable[[F], F]:
                 result = fn(*args, **kwargs)
             except Exception as e:
                 ms = int((time.monotonic() - started) * 1000)
-                _write(_FINISH, {"a": name, "n": 0, "e": 1, "ms": ms, "err": f"{type(e).__name__}: {e}"[:1000]})
+                _write(_FINISH, {"a": name, "n": 0, "e": 1, "ms": ms, "err": failure_kind(e)})
                 raise
             ms = int((time.monotonic() - started) * 1000)
             _write(_FINISH, {"a": name, "n": processed(result, count), "e": 0, "ms": ms, "err": None})

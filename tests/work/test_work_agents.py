@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 
+import psycopg
 import pytest
 
 from functions.local.lambda_context import LocalContext
@@ -151,8 +152,26 @@ def test_every_agent_run_is_recorded(database_url):
         assert after[name]["status"] == "healthy" and after[name]["last_run_at"] is not None
         assert after[name]["last_run_duration_ms"] >= 0
     assert after["boom"]["total_errors"] == before["boom"]["total_errors"] + 1
-    assert after["boom"]["status"] == "error" and after["boom"]["last_error"] == "RuntimeError: it broke"
+    assert after["boom"]["status"] == "error" and after["boom"]["last_error"] == "RuntimeError"  # not its text
     assert after["never"]["status"] == "never_run" and after["never"]["total_runs"] == 0
+
+
+def test_an_agents_failure_shows_its_kind_never_its_text(database_url):
+    """Every tenant's key may read GET /system-agents, and an agent works for every tenant: what it
+    shows of a failure is the error's kind (a database error's SQLSTATE), not a message that can
+    carry another tenant's values."""
+    from postbox import db
+
+    @agents.recorded("leaky")
+    def failing():
+        with db.connection() as conn:
+            conn.execute("CREATE TEMP TABLE IF NOT EXISTS leaky (v text UNIQUE)")
+            conn.execute("INSERT INTO leaky VALUES ('another-tenants-secret'), ('another-tenants-secret')")
+
+    with pytest.raises(psycopg.errors.UniqueViolation, match="another-tenants-secret"):
+        failing()
+    (shown,) = agents.status(["leaky"])
+    assert shown["status"] == "error" and shown["last_error"] == "UniqueViolation (SQLSTATE 23505)"
 
 
 def test_the_journal_agent_folds_the_counters_and_is_recorded(tenant):
