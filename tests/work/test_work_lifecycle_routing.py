@@ -131,3 +131,27 @@ def test_lifecycle_rules_only_route_or_copy(shop):
     copy = routing.create_rule(p, s["id"], {"name": "z", "trigger": "message_dead_lettered",
                                             "action": {"type": "copy", "queue_id": side["id"]}})
     assert copy["trigger"] == "message_dead_lettered"
+
+
+def test_the_loop_breaker_counts_only_the_tenants_own_ancestors(shop):
+    """A parent_id naming another tenant's message is no ancestor: the breaker's walk stays in the
+    tenant, so another tenant's chain neither stops this tenant's rule nor tells it that chain's depth."""
+    from support.tenants import new_tenant
+
+    p, s, jobs, _ = shop
+    _rule(p, s, "message_completed", jobs, source={"queue_id": jobs["id"]})
+    _publish(p, s, jobs)
+    last = None
+    while claimed := messages.claim(p, s["id"], jobs["id"], 1, 60):
+        last = messages.finish(p, s["id"], claimed[0]["id"], "complete", {})
+    assert last is not None  # the deepest of six generations: five ancestors
+    other = new_tenant().principal
+    s2 = scopes.create_scope(other, {"slug": "elsewhere"})
+    jobs2 = queues.create_queue(other, s2["id"], {"slug": "jobs"})
+    side2 = queues.create_queue(other, s2["id"], {"slug": "side"})
+    _rule(other, s2, "message_completed", side2)
+    mine = _publish(other, s2, jobs2, parent_id=last["id"])
+    messages.finish(other, s2["id"], _claim_one(other, s2, jobs2)["id"], "complete", {})
+    [child] = _pending(other, s2, side2)
+    assert child["parent_id"] == mine["id"]
+    assert audit.query(other, s2["id"], event_type="scaiqueue.routing.stopped")[0] == []

@@ -280,7 +280,8 @@ END $$;
 -- message's id, the labels `routing.trigger` and `routing.rule`, and the rule as its source; the
 -- child is then routed by `message_published` rules in its turn (a target in another scope is not
 -- routed into: trusts govern publishes only). The 5-hop breaker counts the
--- message's ancestors (its parent_id chain): a message with 5 already is not routed again, and the
+-- message's ancestors (its parent_id chain, within its tenant: a parent_id naming another tenant's
+-- message ends the chain there): a message with 5 already is not routed again, and the
 -- journal records `scaiqueue.routing.stopped` instead. A child that cannot be published (scope not
 -- active, queue paused or full) is not, recorded the same way, and the moment itself still happens.
 CREATE OR REPLACE FUNCTION work_route_lifecycle(s work_scopes, p_trigger text, m work_messages, p_hops int)
@@ -307,11 +308,11 @@ BEGIN
     IF r.id IS NULL OR r.target_queue IS NULL THEN
         RETURN;
     END IF;
-    WHILE v_parent IS NOT NULL AND v_hops < 5 LOOP  -- the message's ancestors, up to 5
+    WHILE v_parent IS NOT NULL AND v_hops < 5 LOOP  -- the message's ancestors in its tenant, up to 5
         v_hops := v_hops + 1;
         v_parent := (SELECT x.parent_id FROM work_messages x
                      WHERE v_parent ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
-                       AND x.id = v_parent::uuid);
+                       AND x.id = v_parent::uuid AND x.tenant_id = s.tenant_id);
     END LOOP;
     SELECT * INTO c FROM work_queues WHERE id = r.target_queue;
     IF v_hops >= 5 THEN
