@@ -5,12 +5,12 @@ API sees a queue made through SQS and SQS reaches one made through the queues AP
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 from sqs_clients import code, error_of
 
 from support.http import client
+from support.interleaved import answers_at_once
 
 
 def test_create_get_url_and_create_again(sqs):
@@ -30,21 +30,9 @@ def test_creates_of_one_queue_racing_each_other_all_get_its_url(sqs):
     """CreateQueue is idempotent for the same attributes however the calls interleave: requests that
     look for the name at once and all find none each get the one queue's URL, none QueueAlreadyExists."""
     for round_ in range(5):
-        name, start = f"raced-{round_}", threading.Barrier(8)
-        answers: list[object] = []
-
-        def create(name=name, start=start, answers=answers) -> None:
-            start.wait()
-            try:
-                answers.append(sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "45"})["QueueUrl"])
-            except Exception as e:  # noqa: BLE001 - the answer under test
-                answers.append(e)
-
-        threads = [threading.Thread(target=create) for _ in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        name = f"raced-{round_}"
+        answers = answers_at_once(
+            lambda name=name: sqs.create_queue(QueueName=name, Attributes={"VisibilityTimeout": "45"})["QueueUrl"], 8)
         assert answers == [sqs.get_queue_url(QueueName=name)["QueueUrl"]] * 8, answers
 
 

@@ -28,3 +28,25 @@ def run_interleaved(target: Callable[[str], None], names: list[str], timeout_s: 
             thread.start()
         for thread in threads:
             thread.join(timeout_s)
+
+
+def answers_at_once(call: Callable[[], object], n: int, timeout_s: float = 60) -> list[object]:
+    """What `call()` answers on `n` threads released together (a barrier), each answer or the
+    exception it raised, in the order they came: for races where every caller's answer matters."""
+    start, answers, lock = threading.Barrier(n), [], threading.Lock()
+
+    def one() -> None:
+        start.wait(timeout_s)
+        try:
+            answer: object = call()
+        except Exception as e:  # noqa: BLE001 - the answer under test
+            answer = e
+        with lock:
+            answers.append(answer)
+
+    threads = [threading.Thread(target=one) for _ in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout_s)
+    return answers
