@@ -140,6 +140,23 @@ def test_a_tampered_presigned_url_is_refused(presign, queue):
     assert call(good)[0] == 200
 
 
+def test_a_plus_sign_means_in_the_signature_what_it_means_to_the_action(presign, queue):
+    """A query string's `+` is a space to the action (form encoding), so it is a space in the
+    signature too: a URL signed for "1+1=2" (`%2B`) with its `%2B` turned into `+` asks for "1 1=2"
+    and is refused, as is the reverse; a `+` the signer meant as a space is served as one."""
+    client, url = queue
+    signed = presign("send_message", {"QueueUrl": url, "MessageBody": "1+1=2"})
+    assert "MessageBody=1%2B1%3D2" in signed
+    assert xml_error(call(signed.replace("%2B", "+")), 403, "SignatureDoesNotMatch")
+    spaced = presign("send_message", {"QueueUrl": url, "MessageBody": "1 1"})
+    assert "MessageBody=1%201" in spaced
+    assert xml_error(call(spaced.replace("%20", "%2B")), 403, "SignatureDoesNotMatch")
+    assert call(spaced.replace("MessageBody=1%201", "MessageBody=1+1"))[0] == 200
+    assert call(signed)[0] == 200
+    bodies = sorted(m["Body"] for m in client.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"])
+    assert bodies == ["1 1", "1+1=2"]
+
+
 def test_a_wrong_key_is_refused(presign, credential):
     wrong_secret = {**credential, "secret_access_key": "w" * 40}
     assert xml_error(call(presign("list_queues", {}, key=wrong_secret)), 403, "SignatureDoesNotMatch")

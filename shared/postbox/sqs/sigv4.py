@@ -25,7 +25,7 @@ import hmac
 import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from urllib.parse import parse_qsl, quote, unquote
+from urllib.parse import parse_qsl, quote, unquote_plus
 
 from . import errors, mac
 
@@ -98,7 +98,7 @@ def without_auth(query: str) -> str:
     """The query string less a presigned request's own parameters, for the action to read."""
     if "X-Amz-" not in query:
         return query
-    return "&".join(pair for pair in query.split("&") if unquote(pair.partition("=")[0]) not in QUERY_AUTH)
+    return "&".join(pair for pair in query.split("&") if unquote_plus(pair.partition("=")[0]) not in QUERY_AUTH)
 
 
 def parse(header: str | None) -> Authorization:
@@ -238,16 +238,18 @@ def _remove_dot_segments(path: str) -> str:
 
 def canonical_query(query: str, leave_out: str | None = None) -> str:
     """The query string as SigV4 signs it; `leave_out` names a parameter left out (a presigned
-    request's own signature)."""
+    request's own signature). Each name and value is decoded as the action reads it (form encoding:
+    a `+` is a space), so the signature covers what the action acts on: a `%2B` turned into `+`
+    changes the request, and is refused."""
     pairs = []
     for pair in query.split("&") if query else []:
         if not pair:
             continue
         key, _, value = pair.partition("=")
-        key = unquote(key)
+        key = unquote_plus(key)
         if key == leave_out:
             continue
-        pairs.append((quote(key, safe="-_.~"), quote(unquote(value), safe="-_.~")))
+        pairs.append((quote(key, safe="-_.~"), quote(unquote_plus(value), safe="-_.~")))
     return "&".join(f"{k}={v}" for k, v in sorted(pairs))
 
 
