@@ -131,6 +131,6 @@ def test_with_the_invoker_role_configured_the_dispatcher_uses_tenant_sessions(mo
     config.reset()
     used = []
     monkeypatch.setattr("functions.agents.consumer_invokers.tenant_sessions",
-                        lambda role_arn: used.append(role_arn) or (lambda tenant_id: _FakeLambda()))
+                        lambda role_arn, **options: used.append(role_arn) or (lambda tenant_id: _FakeLambda()))
     lambda_invoker()("0f3a3c1e-5d2b-4c8e-9a71-2b6f0d4e8c11", "f", {})
     assert used == ["arn:aws:iam::1:role/invoker"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import threading
 
 import boto3
@@ -10,6 +11,7 @@ import pytest
 from moto import mock_aws
 
 from functions.agents.consumer_invokers import ConsumerFailed, choose_invoker, lambda_invoker, local_consumers
+from postbox import aws, config
 from postbox.queues import consumers, service
 from support import consumer_functions as fn
 
@@ -93,6 +95,71 @@ def test_concurrency_is_honoured_across_overlapping_runs(tenant):
     delivered = sorted(m["message"] for c in fn.calls for m in c["messages"])
     assert delivered == list(range(30))
     assert fn.peak <= 2
+
+
+def test_one_tenants_slow_functions_hold_no_other_tenants_delivery(make_tenant):
+    """Slots are handed out by tenant, fewest running first: a tenant whose queues' functions never
+    answer (two queues, listed first, as many as the workers) leaves a worker for another tenant's."""
+    slow, other = make_tenant(), make_tenant()
+    for name in ("slow-a", "slow-b"):
+        _consumer_queue(slow, name, concurrency=1)
+        service.send_messages(slow.principal, name, [1])
+    _consumer_queue(other, "prompt", concurrency=1)
+    service.send_messages(other.principal, "prompt", ["x", "y"])
+    served = threading.Event()
+    delivered = []
+
+    def invoke(tenant_id, function_name, payload):
+        if payload["queue"] in ("slow-a", "slow-b") and tenant_id == slow.tenant_id:
+            served.wait(15)  # answers only once the other tenant was served: never, within the run
+            raise TimeoutError("no answer")
+        if payload["queue"] != "prompt" or tenant_id != other.tenant_id:
+            raise RuntimeError("not this test's queue")
+        delivered.extend(m["message"] for m in payload["messages"])
+        served.set()
+
+    consumers.dispatch(invoke, budget_s=10, workers=2)
+    assert sorted(delivered) == ["x", "y"]
+
+
+class _DroppingLambda:
+    """A Lambda endpoint that takes each Invoke and hangs up without an answer (as a function that
+    ran on while the connection broke): a retry would invoke the function again."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.requests = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                if conn.recv(65536):
+                    self.requests += 1
+
+
+def test_a_consumer_is_invoked_once_per_batch_even_when_the_call_breaks(monkeypatch):
+    endpoint = _DroppingLambda()
+    for name, value in (("AWS_ACCESS_KEY_ID", "x"), ("AWS_SECRET_ACCESS_KEY", "x"), ("AWS_DEFAULT_REGION", "us-east-1"),
+                        ("AWS_ENDPOINT_URL_LAMBDA", endpoint.url)):
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("POSTBOX_CONSUMER_INVOKER_ROLE_ARN", raising=False)
+    config.reset()
+    aws.reset()
+    try:
+        with pytest.raises(Exception):  # noqa: B017 - botocore's connection error: the batch's failure
+            lambda_invoker(timeout_s=5)(TENANT, "postbox-consumer-x", {"queue": "q", "messages": []})
+    finally:
+        endpoint.sock.close()
+    assert endpoint.requests == 1
 
 
 def test_lambda_invoker_calls_lambda_and_reports_function_errors():

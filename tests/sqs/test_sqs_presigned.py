@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import pytest
-from botocore.auth import SigV4Auth
+from botocore.auth import S3SigV4QueryAuth, SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from sqs_clients import REGION, query_sqs_client, signing_at, sqs_client, write_query_model
@@ -138,6 +138,53 @@ def test_a_tampered_presigned_url_is_refused(presign, queue):
         assert xml_error(call(tampered), 403, "SignatureDoesNotMatch") == signature_mismatch
     assert xml_error(call(good, "POST"), 403, "SignatureDoesNotMatch") == signature_mismatch  # signed for GET
     assert call(good)[0] == 200
+
+
+def test_a_plus_sign_means_in_the_signature_what_it_means_to_the_action(presign, queue):
+    """A query string's `+` is a space to the action (form encoding), so it is a space in the
+    signature too: a URL signed for "1+1=2" (`%2B`) with its `%2B` turned into `+` asks for "1 1=2"
+    and is refused, as is the reverse; a `+` the signer meant as a space is served as one."""
+    client, url = queue
+    signed = presign("send_message", {"QueueUrl": url, "MessageBody": "1+1=2"})
+    assert "MessageBody=1%2B1%3D2" in signed
+    assert xml_error(call(signed.replace("%2B", "+")), 403, "SignatureDoesNotMatch")
+    spaced = presign("send_message", {"QueueUrl": url, "MessageBody": "1 1"})
+    assert "MessageBody=1%201" in spaced
+    assert xml_error(call(spaced.replace("%20", "%2B")), 403, "SignatureDoesNotMatch")
+    assert call(spaced.replace("MessageBody=1%201", "MessageBody=1+1"))[0] == 200
+    assert call(signed)[0] == 200
+    bodies = sorted(m["Body"] for m in client.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"])
+    assert bodies == ["1 1", "1+1=2"]
+
+
+def unsigned_payload_url(gateway, credential, params: dict, method: str) -> str:
+    """A presigned URL whose signature covers no payload (UNSIGNED-PAYLOAD), as S3's presigner and
+    many SigV4 libraries make them (botocore's SQS presigner signs the empty body's hash)."""
+    request = AWSRequest(method=method, url=f"{gateway.url}/sqs?{urlencode(params)}")
+    S3SigV4QueryAuth(Credentials(credential["access_key_id"], credential["secret_access_key"]), "sqs", REGION,
+                     expires=60).add_auth(request)
+    assert "X-Amz-Signature=" in request.url
+    return request.url
+
+
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_an_unsigned_payload_url_takes_no_parameters_from_a_body(gateway, credential, queue, method):
+    """A URL signed with UNSIGNED-PAYLOAD does not cover the body, so a holder of the URL may not add
+    parameters there (a delay, attributes) to the request it was given: with a body it is refused."""
+    client, url = queue
+    signed = unsigned_payload_url(gateway, credential, {"Action": "SendMessage", "QueueUrl": url,
+                                                        "MessageBody": "as signed"}, method)
+    request = urllib.request.Request(signed, method=method, data=b"DelaySeconds=900",
+                                     headers={"Content-Type": "application/x-www-form-urlencoded"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            answer = answer.status, {k.lower(): v for k, v in answer.headers.items()}, answer.read().decode()
+    except urllib.error.HTTPError as refused:
+        answer = refused.code, {k.lower(): v for k, v in refused.headers.items()}, refused.read().decode()
+    assert xml_error(answer, 403, "SignatureDoesNotMatch")
+    assert client.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesDelayed"])[
+        "Attributes"]["ApproximateNumberOfMessagesDelayed"] == "0"
+    assert call(signed, method)[0] == 200
 
 
 def test_a_wrong_key_is_refused(presign, credential):

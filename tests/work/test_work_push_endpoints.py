@@ -157,6 +157,29 @@ def test_a_trickling_endpoint_holds_neither_the_agent_nor_another_tenant(loopbac
     assert all(slow_now[i]["attempts"] == 0 for i in slow_ids if slow_now[i] not in failed)
 
 
+def test_one_tenants_many_due_subscriptions_leave_room_for_another_tenant(loopback_allowed, served, hooked,
+                                                                          make_tenant, monkeypatch):
+    """A run lists at most SUBSCRIPTIONS_PER_RUN due subscriptions, by turns over the tenants: one
+    tenant with that many, all older and always due, does not keep another's out of every run."""
+    monkeypatch.setattr(push, "SUBSCRIPTIONS_PER_RUN", 3)
+    good = served(GOOD)
+    hog = make_tenant()
+    s = scopes.create_scope(hog.principal, {"slug": "hooks"})
+    q = queues.create_queue(hog.principal, s["id"], {"slug": "feed", "consumer_mode": "broadcast"})
+    try:
+        for n in range(3):
+            subscriptions.create(hog.principal, s["id"], {
+                "subscriber_type": "service", "subscriber_id": f"hook-{n}", "queue_id": q["id"],
+                "delivery_mode": "push", "push_url": good.url})
+        messages.publish(hog.principal, s["id"], q["id"], {"body": {"n": 0}})
+        other_sub, [other_id] = hooked(good.url)
+        push.deliver(budget_s=10)
+        assert _deliveries(other_sub)[other_id]["state"] == "completed"
+    finally:
+        with db.connection() as conn:
+            conn.execute("DELETE FROM work_subscriptions WHERE scope_id = %s", (s["id"],))
+
+
 def test_a_lookup_that_never_ends_is_held_to_the_deadline(monkeypatch):
     never = threading.Event()
 

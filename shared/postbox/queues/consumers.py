@@ -21,6 +21,7 @@ import json
 import logging
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -35,6 +36,7 @@ Invoker = Callable[[str, str, dict[str, Any]], None]
 logger = logging.getLogger(__name__)
 
 MAX_CONCURRENCY = 10
+INVOKE_SHARE = 0.5  # of a run's budget: how long one invoke may take; batches start only while one fits
 SLOT_MARGIN_S = 5  # a slot is leased for the batch's visibility timeout plus this
 KICK_LEASE_S = 90.0  # a started dispatch that never ran lets the next send start another after this
 RELEASE_RECHECK_S = 0.05  # after giving the kick back, look again this much later
@@ -128,8 +130,16 @@ def _lease_s(queue: ConsumerQueue) -> float:
     return float(queue.visibility_timeout_sec or queue.ref.visibility_timeout_sec or 30) + SLOT_MARGIN_S
 
 
-def _serve_slot(queue: ConsumerQueue, slot: int, invoke: Invoker, deadline: float) -> int:
-    """Hold one of the queue's slots (if free) and deliver batches until empty, failing or out of time.
+def invoke_timeout_s(budget_s: float) -> float:
+    """The longest one invoke of a run with this budget may take (the invoker's bound): a batch starts
+    only while that much of the budget is left, so every invoke ends within the run, and a function
+    that never answers cannot outlast the dispatcher and take other tenants' acks down with it."""
+    return max(1.0, budget_s * INVOKE_SHARE)
+
+
+def _serve_slot(queue: ConsumerQueue, slot: int, invoke: Invoker, deadline: float, invoke_s: float) -> int:
+    """Hold one of the queue's slots (if free) and deliver batches until empty, failing or out of time
+    (a batch starts only while an invoke of `invoke_s` ends before `deadline`).
 
     The slot's lease is renewed before each batch; a batch whose function outlives it may overlap
     with another slot's, as its messages would come back after their visibility timeout anyway."""
@@ -138,7 +148,7 @@ def _serve_slot(queue: ConsumerQueue, slot: int, invoke: Invoker, deadline: floa
     delivered = 0
     with db.connection() as conn:
         try:
-            while time.monotonic() < deadline:
+            while time.monotonic() + invoke_s <= deadline:
                 if not conn.execute(_TAKE_SLOT, args).fetchone():
                     break  # another dispatcher holds it
                 n = deliver_one_batch(conn, queue, invoke)
@@ -150,30 +160,66 @@ def _serve_slot(queue: ConsumerQueue, slot: int, invoke: Invoker, deadline: floa
     return delivered
 
 
-def _serve(queues: list[ConsumerQueue], invoke: Invoker, deadline: float, workers: int | None) -> int:
-    tasks = [(q, slot) for q in queues for slot in range(min(q.concurrency, MAX_CONCURRENCY))]
-    if not tasks:
+Task = tuple[ConsumerQueue, int]  # a queue and one of its slots
+
+
+def _next_task(waiting: dict[str, deque[Task]], running: dict[str, int], turn: deque[str]) -> Task | None:
+    """The next slot to serve: of the tenants with slots waiting, the one serving fewest now (ties in
+    turn), so one tenant's slow functions hold at most its share of the workers while others wait."""
+    ready = [tenant for tenant in turn if waiting[tenant]]
+    if not ready:
+        return None
+    tenant = min(ready, key=lambda t: running[t])
+    turn.remove(tenant)
+    turn.append(tenant)
+    running[tenant] += 1
+    return waiting[tenant].popleft()
+
+
+def _serve(queues: list[ConsumerQueue], invoke: Invoker, deadline: float, workers: int | None,
+           invoke_s: float) -> int:
+    """Serve every slot of `queues` on at most `workers` threads; a slot holds its thread until its
+    queue is empty or the run's time is up, so slots are handed out fairly over the tenants."""
+    waiting: dict[str, deque[Task]] = {}
+    for q in queues:
+        waiting.setdefault(q.tenant_id, deque()).extend((q, slot) for slot in range(min(q.concurrency,
+                                                                                          MAX_CONCURRENCY)))
+    size = sum(len(tasks) for tasks in waiting.values())
+    if not size:
         return 0
-    workers = workers or max(1, config.settings().pool_max)
+    running, turn = dict.fromkeys(waiting, 0), deque(waiting)
+    workers = min(workers or max(1, config.settings().pool_max), size)
     cell = cells.current()  # the pool's threads serve the cell this run is on
 
-    def serve(task: tuple[ConsumerQueue, int]) -> int:
+    def serve(task: Task) -> int:
         with cells.use(cell):
-            return _serve_slot(task[0], task[1], invoke, deadline)
+            return _serve_slot(task[0], task[1], invoke, deadline, invoke_s)
 
-    from concurrent.futures import ThreadPoolExecutor  # the dispatcher's alone: a send never needs it
+    # the dispatcher's alone: a send never needs them
+    from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
-    with ThreadPoolExecutor(max_workers=min(workers, len(tasks)), thread_name_prefix="consumer") as pool:
-        return sum(pool.map(serve, tasks))
+    delivered = 0
+    serving: dict[Future, str] = {}
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="consumer") as pool:
+        while True:
+            while len(serving) < workers and (task := _next_task(waiting, running, turn)) is not None:
+                serving[pool.submit(serve, task)] = task[0].tenant_id
+            if not serving:
+                return delivered
+            done, _ = wait(list(serving), return_when=FIRST_COMPLETED)
+            for future in done:
+                running[serving.pop(future)] -= 1
+                delivered += future.result()
 
 
 def dispatch(invoke: Invoker, budget_s: float = 40.0, workers: int | None = None) -> int:
     """One dispatcher run over every queue with an enabled consumer; returns messages delivered.
 
     Slots are served by at most `workers` threads (the pool's size by default), each holding one
-    connection, so the run never waits on its own pool.
+    connection, so the run never waits on its own pool. `invoke` must give up on a function after
+    `invoke_timeout_s(budget_s)` (`functions.agents.consumer_invokers` does).
     """
-    return _serve(consumer_queues(), invoke, time.monotonic() + budget_s, workers)
+    return _serve(consumer_queues(), invoke, time.monotonic() + budget_s, workers, invoke_timeout_s(budget_s))
 
 
 def dispatch_queue(queue_id: int, invoke: Invoker, budget_s: float = 40.0, workers: int | None = None) -> int:
@@ -183,7 +229,7 @@ def dispatch_queue(queue_id: int, invoke: Invoker, budget_s: float = 40.0, worke
     kick was being given back) start the next dispatch at once, unless someone else took the kick."""
     deadline = time.monotonic() + budget_s
     queues = consumer_queues(queue_id)
-    delivered = _serve(queues, invoke, deadline, workers)
+    delivered = _serve(queues, invoke, deadline, workers, invoke_timeout_s(budget_s))
     with db.connection() as conn:
         conn.execute(_GIVE_KICK, (queue_id,))
         if not queues:

@@ -7,7 +7,7 @@ sign SQS requests that way) and the query string (`X-Amz-Algorithm`, `X-Amz-Cred
 `X-Amz-Date`, `X-Amz-Expires`, `X-Amz-SignedHeaders`, `X-Amz-Signature`: a presigned URL, as
 `generate_presigned_url` makes one). They differ in where the pieces come from, in the query string
 signed (a presigned one leaves out its own `X-Amz-Signature`) and in the payload's hash (a presigner
-signs `UNSIGNED-PAYLOAD`, or the hash of the body as the SigV4 examples do: either is taken).
+signs `UNSIGNED-PAYLOAD`, taken only for an empty body, or the hash of the body as the SigV4 examples do).
 
 A request is good for five minutes either side of its `X-Amz-Date`, as AWS has it; a presigned one
 that names `X-Amz-Expires` (1 s to 7 days) until that long after its date, plus the same five minutes
@@ -25,7 +25,7 @@ import hmac
 import re
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
-from urllib.parse import parse_qsl, quote, unquote
+from urllib.parse import parse_qsl, quote, unquote_plus
 
 from . import errors, mac
 
@@ -98,7 +98,7 @@ def without_auth(query: str) -> str:
     """The query string less a presigned request's own parameters, for the action to read."""
     if "X-Amz-" not in query:
         return query
-    return "&".join(pair for pair in query.split("&") if unquote(pair.partition("=")[0]) not in QUERY_AUTH)
+    return "&".join(pair for pair in query.split("&") if unquote_plus(pair.partition("=")[0]) not in QUERY_AUTH)
 
 
 def parse(header: str | None) -> Authorization:
@@ -238,16 +238,18 @@ def _remove_dot_segments(path: str) -> str:
 
 def canonical_query(query: str, leave_out: str | None = None) -> str:
     """The query string as SigV4 signs it; `leave_out` names a parameter left out (a presigned
-    request's own signature)."""
+    request's own signature). Each name and value is decoded as the action reads it (form encoding:
+    a `+` is a space), so the signature covers what the action acts on: a `%2B` turned into `+`
+    changes the request, and is refused."""
     pairs = []
     for pair in query.split("&") if query else []:
         if not pair:
             continue
         key, _, value = pair.partition("=")
-        key = unquote(key)
+        key = unquote_plus(key)
         if key == leave_out:
             continue
-        pairs.append((quote(key, safe="-_.~"), quote(unquote(value), safe="-_.~")))
+        pairs.append((quote(key, safe="-_.~"), quote(unquote_plus(value), safe="-_.~")))
     return "&".join(f"{k}={v}" for k, v in sorted(pairs))
 
 
@@ -288,11 +290,13 @@ def signature(request: Request, auth: Authorization, secret: str, stamp: str, pa
 
 
 def _payload_hashes(request: Request, auth: Authorization) -> tuple[str, ...]:
-    """The payload hashes the signer may have signed: a presigner's UNSIGNED-PAYLOAD or the body's;
-    a header signer's x-amz-content-sha256, which must be the body's, else the body's."""
+    """The payload hashes the signer may have signed: a presigner's UNSIGNED-PAYLOAD (for an empty body
+    alone: the action reads a body's parameters too, and a signature that covers none of them must not
+    let a holder of the URL add any) or the body's; a header signer's x-amz-content-sha256, which must
+    be the body's, else the body's."""
     body_hash = hashlib.sha256(request.body).hexdigest()
     if auth.presigned:
-        return UNSIGNED_PAYLOAD, body_hash
+        return (UNSIGNED_PAYLOAD, body_hash) if not request.body else (body_hash,)
     given = request.headers.get("x-amz-content-sha256")
     if given and given != body_hash:
         raise errors.bad_signature("The provided 'x-amz-content-sha256' header does not match what was computed.")

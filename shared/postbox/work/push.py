@@ -9,7 +9,8 @@ max_retries. Every call goes through `postbox.outbound`, whose rules say which a
 may reach. Signature: the header
 `X-Scaiqueue-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>`.
 
-One endpoint stalls nobody else: posts run on PARALLEL threads, handed out round robin over the
+One endpoint stalls nobody else: a run lists its SUBSCRIPTIONS_PER_RUN due subscriptions by turns
+over the tenants (`work_push_due`), posts run on PARALLEL threads, handed out round robin over the
 tenants, and a tenant holds at most PER_TENANT of them at once, so another tenant's delivery never
 waits behind a slow endpoint longer than one call's deadline.
 """

@@ -307,15 +307,19 @@ $$;
 CREATE OR REPLACE FUNCTION work_push_due(p_limit int)
 RETURNS TABLE (id uuid, tenant_id uuid, scope_id uuid, push_url text, push_secret text, max_in_flight int)
 LANGUAGE sql STABLE AS $$
-    SELECT x.id, x.tenant_id, x.scope_id, x.push_url, x.push_secret, x.max_in_flight
-    FROM work_subscriptions x
-    WHERE x.delivery_mode = 'push' AND x.state = 'active'
-      AND (EXISTS (SELECT 1 FROM work_deliveries d WHERE d.subscription_id = x.id AND d.state = 'pending'
-                   AND d.visible_at <= clock_timestamp())
-           OR EXISTS (SELECT 1 FROM work_deliveries d WHERE d.subscription_id = x.id AND d.state = 'claimed'
-                      AND d.visible_at <= clock_timestamp())
-           OR work_competing_due(x))
-    ORDER BY x.created_at LIMIT p_limit
+    -- Taken by turns over the tenants (each one's oldest, then each one's second, ...): one tenant's
+    -- many subscriptions, always due, never fill a run's p_limit and leave another's out for good.
+    SELECT due.id, due.tenant_id, due.scope_id, due.push_url, due.push_secret, due.max_in_flight
+    FROM (SELECT x.id, x.tenant_id, x.scope_id, x.push_url, x.push_secret, x.max_in_flight, x.created_at,
+                 row_number() OVER (PARTITION BY x.tenant_id ORDER BY x.created_at, x.id) AS turn
+          FROM work_subscriptions x
+          WHERE x.delivery_mode = 'push' AND x.state = 'active'
+            AND (EXISTS (SELECT 1 FROM work_deliveries d WHERE d.subscription_id = x.id AND d.state = 'pending'
+                         AND d.visible_at <= clock_timestamp())
+                 OR EXISTS (SELECT 1 FROM work_deliveries d WHERE d.subscription_id = x.id AND d.state = 'claimed'
+                            AND d.visible_at <= clock_timestamp())
+                 OR work_competing_due(x))) due
+    ORDER BY due.turn, due.created_at, due.id LIMIT p_limit
 $$;
 
 -- Active auto-claimed pull subscriptions with work to assign: a pending delivery that is visible
