@@ -10,7 +10,7 @@ import pytest
 
 from postbox import db
 from postbox.errors import Forbidden, NotFound
-from postbox.work import assign, messages, queues, subscriptions
+from postbox.work import assign, messages, queues, scopes, subscriptions
 
 
 @pytest.fixture
@@ -147,3 +147,29 @@ def test_the_inbox_needs_consume_and_a_visible_subscription(tenant, scope, feed,
         assign.list_deliveries(make_tenant().principal, scope["id"], ann["id"], "claimed")
     with pytest.raises(NotFound):
         assign.list_deliveries(tenant.principal, scope["id"], "not-a-uuid", "claimed")
+
+
+def test_one_tenants_many_due_subscriptions_leave_room_for_another_tenant(tenant, scope, feed, make_tenant):
+    """The agent lists due subscriptions by turns over the tenants (each one's first, then each one's
+    second, ...): a tenant with many, always due and ordered before another's, does not keep that
+    other tenant's out of a run whose list they would fill."""
+    other = _sub(tenant, scope, feed, "other", auto_claim=True)
+    hog = make_tenant()
+    s = scopes.create_scope(hog.principal, {"slug": "hog"})
+    q = queues.create_queue(hog.principal, s["id"], {"slug": "feed", "consumer_mode": "broadcast"})
+    hogs: list[str] = []
+    for n in range(40):  # ids are random: keep three that sort before the other tenant's
+        sub = subscriptions.create(hog.principal, s["id"], {"subscriber_type": "user", "subscriber_id": f"h{n}",
+                                                             "queue_id": q["id"], "auto_claim": True})
+        if sub["id"] < other["id"] and len(hogs) < 3:
+            hogs.append(sub["id"])
+        else:
+            subscriptions.delete(hog.principal, s["id"], sub["id"])
+    assert len(hogs) == 3
+    messages.publish(hog.principal, s["id"], q["id"], {"body": "x"})
+    _publish(tenant, scope, feed)
+    with db.connection() as conn:  # every claim run out: each subscription is due
+        conn.execute("UPDATE work_deliveries SET visible_at = clock_timestamp() - interval '1 second'"
+                     " WHERE subscription_id = ANY(%s::uuid[])", ([other["id"], *hogs],))
+        due = [str(r[0]) for r in conn.execute("SELECT subscription_id FROM work_auto_claim_due(100000)")]
+    assert due.index(other["id"]) < max(due.index(h) for h in hogs)

@@ -327,16 +327,20 @@ $$;
 CREATE OR REPLACE FUNCTION work_auto_claim_due(p_limit int)
 RETURNS TABLE (subscription_id uuid, tenant_id uuid, scope_id uuid, max_in_flight int)
 LANGUAGE sql STABLE AS $$
-    SELECT x.id, x.tenant_id, x.scope_id, x.max_in_flight
-    FROM work_subscriptions x
-    WHERE x.auto_claim AND x.delivery_mode = 'pull' AND x.state = 'active'
-      AND (EXISTS (SELECT 1 FROM work_deliveries d
-                   WHERE d.subscription_id = x.id AND d.state = 'claimed' AND d.visible_at <= clock_timestamp())
-           OR (EXISTS (SELECT 1 FROM work_deliveries d
-                       WHERE d.subscription_id = x.id AND d.state = 'pending' AND d.visible_at <= clock_timestamp())
-               AND (SELECT count(*) FROM work_deliveries d
-                    WHERE d.subscription_id = x.id AND d.state = 'claimed') < x.max_in_flight)
-           OR work_competing_due(x))
-    ORDER BY x.id
+    -- By turns over the tenants, as work_push_due: one tenant's many due subscriptions never fill a
+    -- run's p_limit and leave another's unassigned for good.
+    SELECT due.id, due.tenant_id, due.scope_id, due.max_in_flight
+    FROM (SELECT x.id, x.tenant_id, x.scope_id, x.max_in_flight,
+                 row_number() OVER (PARTITION BY x.tenant_id ORDER BY x.id) AS turn
+          FROM work_subscriptions x
+          WHERE x.auto_claim AND x.delivery_mode = 'pull' AND x.state = 'active'
+            AND (EXISTS (SELECT 1 FROM work_deliveries d
+                         WHERE d.subscription_id = x.id AND d.state = 'claimed' AND d.visible_at <= clock_timestamp())
+                 OR (EXISTS (SELECT 1 FROM work_deliveries d
+                             WHERE d.subscription_id = x.id AND d.state = 'pending' AND d.visible_at <= clock_timestamp())
+                     AND (SELECT count(*) FROM work_deliveries d
+                          WHERE d.subscription_id = x.id AND d.state = 'claimed') < x.max_in_flight)
+                 OR work_competing_due(x))) due
+    ORDER BY due.turn, due.id
     LIMIT p_limit
 $$;
