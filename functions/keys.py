@@ -15,6 +15,7 @@ limits carries `refused` in the answer, which every surface answers 403.
 from __future__ import annotations
 
 import re
+import threading
 import time
 from functools import lru_cache
 from typing import Any
@@ -23,8 +24,13 @@ from postbox import config
 from postbox.errors import Unavailable
 from postbox.tenancy import KEY_PREFIX, Principal, resolve_key
 
-_cache: dict[str, tuple[float, Principal | None]] = {}
-_CACHE_MAX = 10_000
+# Keys resolved lately, each with when its answer expires: those that resolved, and those that did
+# not apart, so that a caller trying made-up keys fills only the second; each drops its oldest entry
+# when full (insertion order), never the whole cache.
+_known: dict[str, tuple[float, Principal]] = {}
+_unknown: dict[str, float] = {}
+_KNOWN_MAX, _UNKNOWN_MAX = 10_000, 2_000
+_cache_lock = threading.Lock()
 
 NO_KEY = "No valid session or key."
 BAD_KEY = "Invalid or expired key."
@@ -44,19 +50,33 @@ def _resolve(key: str) -> Principal | None:
     """Resolve with a short per-container cache (POSTBOX_KEY_CACHE_SECONDS, 30 by default), so a warm
     function rarely touches the database for the key; a revoked key is refused within that time."""
     now = time.monotonic()
-    hit = _cache.get(key)
+    hit = _known.get(key)
     if hit and hit[0] > now:
         return hit[1]
+    if _unknown.get(key, 0.0) > now:
+        return None
     # A key is ASCII (`pbx_` and URL-safe base64): anything else is unknown without a lookup.
     principal = resolve_key(key) if key.isascii() else None
-    if len(_cache) > _CACHE_MAX:
-        _cache.clear()
-    _cache[key] = (now + config.settings().key_cache_seconds, principal)
+    until = now + config.settings().key_cache_seconds
+    with _cache_lock:
+        if principal is None:
+            _remember(_unknown, key, until, _UNKNOWN_MAX)
+        else:
+            _remember(_known, key, (until, principal), _KNOWN_MAX)
     return principal
 
 
+def _remember(cache: dict[str, Any], key: str, value: Any, most: int) -> None:
+    cache.pop(key, None)
+    while len(cache) >= most:
+        del cache[next(iter(cache))]  # the oldest
+    cache[key] = value
+
+
 def clear_cache() -> None:
-    _cache.clear()
+    with _cache_lock:
+        _known.clear()
+        _unknown.clear()
 
 
 WORK_MOUNT = "/v1/modules/scaiqueue"

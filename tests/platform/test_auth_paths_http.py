@@ -125,3 +125,27 @@ def test_anonymous_callers_read_a_public_durable_stream_and_nothing_else(gateway
         assert anon.get(f"/{account}/s.shut-authpaths").status_code == 401
         for surface, method, path, body in ROUTES:  # nothing else answers a keyless caller
             assert _is_surface_401(surface, _call(anon, method, path, body)), surface
+
+
+def test_made_up_keys_do_not_push_known_keys_out_of_the_cache(tenant, monkeypatch):
+    """A caller trying many made-up keys fills only the cache of keys that resolved to nobody: a known
+    key stays cached (no database lookup until its time is up), and neither cache grows without
+    bound."""
+    looked_up: list[str] = []
+    real = keys.resolve_key
+
+    def counted(key: str):
+        looked_up.append(key)
+        return real(key) if key == tenant.key else None  # the made-up ones: no need to ask the database
+
+    monkeypatch.setattr(keys, "resolve_key", counted)
+    keys.clear_cache()
+    try:
+        assert keys.resolve({"apikey": tenant.key})["authenticated"]
+        for n in range(12_000):
+            assert not keys.resolve({"apikey": f"pbx_made-up-{n}"})["authenticated"]
+        assert keys.resolve({"apikey": tenant.key})["authenticated"]
+        assert looked_up.count(tenant.key) == 1
+        assert len(keys._unknown) <= keys._UNKNOWN_MAX and len(keys._known) <= keys._KNOWN_MAX
+    finally:
+        keys.clear_cache()
