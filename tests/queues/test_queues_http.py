@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import time
+import uuid
+from collections import Counter
+from functools import partial
 
 from postbox import db
 from postbox.queues import consumer_functions
 from support.http import client
+from support.interleaved import each_at_once
 
 
 def _create(api, name="emails", **settings):
@@ -113,6 +117,49 @@ def test_dead_letter_queue_rules(api):
     assert api.patch("/api/v1/queues/src", json={"dead_letter_queue": None}).json()["dead_letter_queue"] is None
     api.patch("/api/v1/queues/dlq1", json={"dead_letter_queue": None})
     assert api.delete("/api/v1/queues/dlq2").status_code == 200
+
+
+def test_dead_letter_links_changed_at_once_end_as_one_after_another(gateway, api):
+    """a into b, b into c and c into a at once: one after another, the first lands and each other
+    breaks the rule (its target has a dead-letter queue, or it is one), so exactly one lands. Made
+    at once, each checked the links before the others had changed them: two or three landed, a chain
+    or a loop of dead-letter queues."""
+    def link(source: str, target: str) -> int:
+        with client(gateway.url, api.tenant.key) as own:
+            return own.patch(f"/api/v1/queues/{source}", json={"dead_letter_queue": target}).status_code
+
+    answers: Counter = Counter()
+    for _ in range(8):
+        a, b, c = (f"{x}-{uuid.uuid4().hex[:6]}" for x in "abc")
+        for name in (a, b, c):
+            _create(api, name)
+        round_ = each_at_once([partial(link, a, b), partial(link, b, c), partial(link, c, a)])
+        answers.update(round_)
+        links = [api.get(f"/api/v1/queues/{n}").json()["dead_letter_queue"] for n in (a, b, c)]
+        assert sum(x is not None for x in links) == 1, (round_, links)
+    assert answers == Counter({200: 8, 400: 16}), answers
+
+
+def test_a_dead_letter_queue_deleted_as_it_is_named_answers_as_one_after_the_other(gateway, api):
+    """Naming b as a's dead-letter queue while b is deleted: either a gets b and b's deletion is
+    refused (409), or b goes and a's change finds none (404); never a 503 from the foreign key."""
+    def name_it(a: str, b: str) -> int:
+        with client(gateway.url, api.tenant.key) as own:
+            return own.patch(f"/api/v1/queues/{a}", json={"dead_letter_queue": b}).status_code
+
+    def delete(b: str) -> int:
+        with client(gateway.url, api.tenant.key) as own:
+            return own.delete(f"/api/v1/queues/{b}").status_code
+
+    answers: Counter = Counter()
+    for _ in range(8):
+        a, b = f"a-{uuid.uuid4().hex[:6]}", f"b-{uuid.uuid4().hex[:6]}"
+        _create(api, a)
+        _create(api, b)
+        named, deleted = each_at_once([partial(name_it, a, b), partial(delete, b)])
+        answers[named, deleted] += 1
+        assert (named, deleted) in ((200, 409), (404, 200)), (named, deleted)
+    assert sum(answers.values()) == 8
 
 
 def test_plan_limits_are_403(gateway, make_tenant):

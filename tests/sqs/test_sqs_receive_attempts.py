@@ -10,6 +10,7 @@ import time
 from sqs_clients import code, error_of
 
 from postbox import db
+from support.interleaved import answers_at_once
 
 
 def fifo(sqs, name: str) -> str:
@@ -125,3 +126,19 @@ def test_a_standard_queue_ignores_the_attempt_id_and_it_is_still_checked(sqs, te
     for bad in ("has space", "x" * 129):
         assert code(error_of(sqs.receive_message, QueueUrl=url, ReceiveRequestAttemptId=bad)) == \
             "InvalidParameterValue"
+
+
+def test_retries_at_once_of_a_new_attempt_are_all_answered_its_messages(sqs):
+    """A client that timed out retries while its first receive still runs: every receive naming the
+    attempt, however they overlap, is answered the same messages and handles, and what they leave is
+    still there for others. Receives that all found no attempt yet each claimed afresh: the later ones
+    got other messages (or none), and the first one's, answered to no one, stayed hidden."""
+    for round_ in range(5):
+        url = fifo(sqs, f"at-once-{round_}.fifo")
+        for i in range(12):
+            send(sqs, url, f"g{i}", f"m{i}")
+        answers = answers_at_once(lambda url=url: handles(receive(
+            sqs, url, "retried", MaxNumberOfMessages=10, VisibilityTimeout=60)), 8)
+        assert len(answers[0]) == 10 and answers == [answers[0]] * 8, answers
+        rest = receive(sqs, url, MaxNumberOfMessages=10)
+        assert sorted(m["Body"] for m in rest) == sorted({f"m{i}" for i in range(12)} - {h[0] for h in answers[0]})

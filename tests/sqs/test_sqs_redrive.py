@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
+from collections import Counter
+from functools import partial
 
 from sqs_clients import code, error_of
+
+from support.interleaved import each_at_once
 
 
 def arn(sqs, url: str) -> str:
@@ -94,6 +99,26 @@ def test_redrive_policies_are_checked(sqs):
         "RedrivePolicy": policy(arn(sqs, fifo_dlq), 2)})) == "InvalidParameterValue"
     e = error_of(sqs.delete_queue, QueueUrl=dlq)  # Postbox keeps a dead-letter queue while a queue uses it
     assert code(e) == "InvalidParameterValue"
+
+
+def test_redrive_policies_set_at_once_end_as_one_after_another(sqs):
+    """a onto b, b onto c and c onto a at once: one after another, the first lands and each other is
+    refused (its target has a dead-letter queue, or it is one), so exactly one lands, never a chain
+    or a loop of dead-letter queues."""
+    def redrive(source: str, target_arn: str) -> str:
+        sqs.set_queue_attributes(QueueUrl=source, Attributes={"RedrivePolicy": policy(target_arn, 2)})
+        return "set"
+
+    answers: Counter = Counter()
+    for _ in range(8):
+        a, b, c = (sqs.create_queue(QueueName=f"{x}-{uuid.uuid4().hex[:6]}")["QueueUrl"] for x in "abc")
+        round_ = [x if isinstance(x, str) else code(x) for x in each_at_once(
+            [partial(redrive, a, arn(sqs, b)), partial(redrive, b, arn(sqs, c)), partial(redrive, c, arn(sqs, a))])]
+        answers.update(round_)
+        policies = [sqs.get_queue_attributes(QueueUrl=q, AttributeNames=["RedrivePolicy"]).get("Attributes")
+                    for q in (a, b, c)]
+        assert sum(p is not None for p in policies) == 1, (round_, policies)
+    assert answers == Counter({"set": 8, "InvalidParameterValue": 16}), answers
 
 
 def test_a_fifo_queue_dead_letters_onto_a_fifo_queue(sqs):

@@ -32,19 +32,24 @@ def run_interleaved(target: Callable[[str], None], names: list[str], timeout_s: 
 
 def answers_at_once(call: Callable[[], object], n: int, timeout_s: float = 60) -> list[object]:
     """What `call()` answers on `n` threads released together (a barrier), each answer or the
-    exception it raised, in the order they came: for races where every caller's answer matters."""
-    start, answers, lock = threading.Barrier(n), [], threading.Lock()
+    exception it raised: for races where every caller's answer matters."""
+    return each_at_once([call] * n, timeout_s)
 
-    def one() -> None:
+
+def each_at_once(calls: list[Callable[[], object]], timeout_s: float = 60) -> list[object]:
+    """What each of `calls` answers, each on its own thread, all released together (a barrier): the
+    answer or the exception it raised, in the order of `calls`. For races of different requests (a
+    deletion racing an update of what it deletes)."""
+    start, answers = threading.Barrier(len(calls)), [None] * len(calls)
+
+    def one(i: int) -> None:
         start.wait(timeout_s)
         try:
-            answer: object = call()
+            answers[i] = calls[i]()
         except Exception as e:  # noqa: BLE001 - the answer under test
-            answer = e
-        with lock:
-            answers.append(answer)
+            answers[i] = e
 
-    threads = [threading.Thread(target=one) for _ in range(n)]
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(calls))]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -89,10 +89,10 @@ def configure(conn: psycopg.Connection, tenant_id: str, name: str, options: dict
     if not options:
         return queue
     sets = ", ".join(f"{OPTIONS[k]} = %({k})s" for k in options)
-    row = conn.execute(
-        f"UPDATE pq_queues SET {sets}, updated_at = clock_timestamp() WHERE id = %(id)s RETURNING {_COLUMNS}",
-        {**options, "id": queue.id},
-    ).fetchone()
+    update = f"UPDATE pq_queues SET {sets}, updated_at = clock_timestamp() WHERE id = %(id)s RETURNING {_COLUMNS}"
+    row = conn.execute(update, {**options, "id": queue.id}).fetchone()
+    if row is None:  # deleted since it was found: made anew, as a configure after the deletion makes it
+        row = conn.execute(update, {**options, "id": ensure(conn, tenant_id, name).id}).fetchone()
     return _queue(row)
 
 

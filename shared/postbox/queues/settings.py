@@ -27,15 +27,25 @@ CONSUMER_DEFAULTS = {
 # ---- settings ---------------------------------------------------------------------------------
 
 
+def hold_dead_letter_links(conn: psycopg.Connection, principal: Principal) -> None:
+    """Which queue of a project dead-letters into which changes one change at a time, each checking
+    the links as the one before left them: two at once (A into B while B gets its own dead-letter
+    queue, or A into B while B into A) would each pass the rule alone and together make the chain
+    or loop it forbids. Taken before the transaction locks any queue row."""
+    conn.execute("SELECT pg_advisory_xact_lock(x'444c'::int, hashtext(%(p)s))", scope(principal))  # "DL"
+
+
 def _dead_letter_target(conn: psycopg.Connection, principal: Principal, name: str | None,
                         own_name: str) -> int | None:
+    """The dead-letter queue named, held against deletion until the transaction ends (a deletion
+    that came first is its 404). Call it under `hold_dead_letter_links`."""
     if not name:
         return None
     if name == own_name:
         raise Invalid("A queue cannot be its own dead-letter queue.", code="dead_letter_queue")
     row = conn.execute(
         "SELECT id, dead_letter_queue_id FROM queues WHERE tenant_id = %(t)s AND project_id = %(p)s"
-        " AND name = %(n)s",
+        " AND name = %(n)s FOR KEY SHARE",
         scope(principal, n=name),
     ).fetchone()
     if row is None:
@@ -80,6 +90,8 @@ def insert_queue(conn: psycopg.Connection, principal: Principal, name: str, sett
     limits.check(conn, principal.tenant_id, limits.QUEUES)
     plan, _ = plans.limits_and_usage(conn, principal.tenant_id)
     _check_retention(plan, settings.get("retention_days"))
+    if settings.get("dead_letter_queue"):
+        hold_dead_letter_links(conn, principal)
     dlq = _dead_letter_target(conn, principal, settings.get("dead_letter_queue"), name)
     vt = settings.get("visibility_timeout_sec")
     consumer = _consumer(principal.tenant_id, None, settings.get("consumer"))
@@ -117,6 +129,8 @@ def patch_queue(principal: Principal, name: str, changes: dict[str, Any]) -> dic
 
 def change_queue(conn: psycopg.Connection, principal: Principal, name: str, changes: dict[str, Any]) -> int:
     """patch_queue's changes in the caller's transaction; the queue's id."""
+    if "dead_letter_queue" in changes:
+        hold_dead_letter_links(conn, principal)
     row = conn.execute(
         "SELECT id, consumer, EXISTS (SELECT 1 FROM queues o WHERE o.dead_letter_queue_id = q.id)"
         " FROM queues q WHERE tenant_id = %(t)s AND project_id = %(p)s AND name = %(n)s FOR UPDATE",

@@ -352,6 +352,8 @@ def set_attributes(principal: Principal, name: str, attrs: Any) -> dict[str, Any
     if not attrs:
         raise errors.missing_parameter("Attributes")
     with db.transaction() as conn:
+        if isinstance(attrs, dict) and "RedrivePolicy" in attrs:  # before the queue's row (the lock order)
+            settings.hold_dead_letter_links(conn, principal)
         queue = find(conn, principal, name, lock=True)
         checked = attributes.check(attrs, fifo=queue.fifo, creating=False, current=queue.attributes)
         own, kept = _split(checked)

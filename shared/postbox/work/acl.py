@@ -82,7 +82,7 @@ def add_grant(principal: Principal, scope_id: str, fields: dict[str, Any]) -> di
     tenant_id = require(principal, MANAGE)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.transaction() as conn:
-        load_scope(conn, principal, tenant_id, scope_id, MANAGE)
+        load_scope(conn, principal, tenant_id, scope_id, MANAGE, hold=True)
         grant = conn.execute(
             f"INSERT INTO work_acl_grants AS g (scope_id, actor_type, actor_id, role, conditions)"
             f" VALUES (%s, %s, %s, %s, %s::jsonb) RETURNING {_GRANT}",
@@ -106,8 +106,9 @@ def _conditions(fields: dict[str, Any]) -> str | None:
 
 
 def _queue(conn: psycopg.Connection, scope_ids: tuple[str, ...], queue_id: str, field: str) -> int:
-    """The internal id of a queue of one of these scopes named by a body field (422 naming it if none)."""
-    row = conn.execute("SELECT id FROM work_queues WHERE queue_id = %s AND scope_id = ANY(%s::uuid[])",
+    """The internal id of a queue of one of these scopes named by a body field (422 naming it if none),
+    held against deletion until the transaction ends (the row naming it is made first)."""
+    row = conn.execute("SELECT id FROM work_queues WHERE queue_id = %s AND scope_id = ANY(%s::uuid[]) FOR KEY SHARE",
                        (parse_body_id(queue_id, field), list(scope_ids))).fetchone()
     if row is None:
         raise invalid_field(field, "no such queue in this scope" if len(scope_ids) == 1 else "no such queue")
@@ -125,7 +126,7 @@ def add_queue_entry(principal: Principal, scope_id: str, fields: dict[str, Any])
     tenant_id = require(principal, MANAGE)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.transaction() as conn:
-        load_scope(conn, principal, tenant_id, scope_id, MANAGE)
+        load_scope(conn, principal, tenant_id, scope_id, MANAGE, hold=True)
         queue = _queue(conn, (scope_id,), fields["queue_id"], "queue_id")
         entry = conn.execute(
             f"INSERT INTO work_queue_acl AS a (scope_id, queue_id, actor_type, actor_id, role, effect, conditions)"
@@ -148,10 +149,10 @@ def add_trust(principal: Principal, scope_id: str, fields: dict[str, Any]) -> di
     target = parse_body_id(fields["target_scope_id"], "target_scope_id")
     direction = fields.get("direction") or "outbound"
     with db.transaction() as conn:
-        load_scope(conn, principal, tenant_id, scope_id, MANAGE)
+        load_scope(conn, principal, tenant_id, scope_id, MANAGE, hold=True)
         if target == scope_id:
             raise invalid_field("target_scope_id", "a scope needs no trust to route into itself")
-        if conn.execute("SELECT 1 FROM work_scopes WHERE id = %s AND tenant_id = %s",
+        if conn.execute("SELECT 1 FROM work_scopes WHERE id = %s AND tenant_id = %s FOR KEY SHARE",  # as `hold`
                         (target, tenant_id)).fetchone() is None:
             raise invalid_field("target_scope_id", "no such scope")
         if direction != "inbound":
@@ -236,7 +237,8 @@ def check_route_target(conn: psycopg.Connection, tenant_id: str, scope_id: str, 
     target_scope = parse_body_id(target_scope, "action.target_scope_id")
     row = conn.execute(
         "SELECT q.id, q.slug, work_trust_of(%s, q.scope_id, q.queue_id, NULL) FROM work_queues q"
-        " JOIN work_scopes s ON s.id = q.scope_id WHERE q.queue_id = %s AND q.scope_id = %s AND s.tenant_id = %s",
+        " JOIN work_scopes s ON s.id = q.scope_id WHERE q.queue_id = %s AND q.scope_id = %s AND s.tenant_id = %s"
+        " FOR KEY SHARE OF q",  # held: the rule naming it is made first
         (scope_id, parse_body_id(queue_id, field), target_scope, tenant_id)).fetchone()
     if row is None:
         raise invalid_field(field, "no such queue in the target scope")

@@ -38,21 +38,28 @@ def guard(principal: Principal, tenant_id: str, scope_id: str | None, op: str, *
     })
 
 
-def load_scope(conn: psycopg.Connection, principal: Principal, tenant_id: str, scope_id: str, op: str,
-               **touches: Any) -> None:
-    """The scope loaded (404 when missing) and the caller checked, in one statement."""
+def load_scope(conn: psycopg.Connection, principal: Principal, tenant_id: str, scope_id: str, op: str, *,
+               hold: bool = False, **touches: Any) -> None:
+    """The scope loaded (404 when missing) and the caller checked, in one statement. With `hold` (a
+    request that makes a row of the scope), the scope is first held against deletion until the
+    transaction ends: a deletion that came first is the 404; one that comes later waits, then takes
+    the new row with the scope (the row's foreign key failed, a 503, when the deletion came between)."""
     with db.domain_errors():
+        if hold:
+            conn.execute("SELECT 1 FROM work_scopes WHERE id = %s AND tenant_id = %s FOR KEY SHARE",
+                         (scope_id, tenant_id))
         conn.execute(f"SELECT (work_scope_of(%s, %s)).id FROM {GATE} _",
                      (tenant_id, scope_id, guard(principal, tenant_id, scope_id, op, **touches)))
 
 
-def load_named_scope(conn: psycopg.Connection, principal: Principal, tenant_id: str, scope_id: str, op: str) -> None:
+def load_named_scope(conn: psycopg.Connection, principal: Principal, tenant_id: str, scope_id: str, op: str, *,
+                     hold: bool = False) -> None:
     """A scope a request names in its body rather than in its path (a trust's target), held to what
     a path's scope is held to: the key's `allowed_scopes` (the authorizer sees only the path) and
     the scope's ACL for `op`."""
     if not principal.allows_scope(scope_id):
         raise Forbidden("This key is not allowed in the scope it names.", code="AUTHZ_PERMISSION_DENIED")
-    load_scope(conn, principal, tenant_id, scope_id, op)
+    load_scope(conn, principal, tenant_id, scope_id, op, hold=hold)
 
 
 # The first scope of the tenant the ACL keeps, in part, from the caller for `op`: one closed by

@@ -124,7 +124,7 @@ def register(principal: Principal, scope_id: str, fields: dict[str, Any]) -> dic
     _declared(fields["spec"], parameters)
     _distinct(fields["spec"])
     with db.transaction() as conn:
-        acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE)
+        acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE, hold=True)
         row = conn.execute(
             f"INSERT INTO work_hitl_patterns AS x (scope_id, name, version, spec, parameters)"
             f" VALUES (%s, %s, %s, %s::jsonb, %s::jsonb) ON CONFLICT (scope_id, name, version) DO NOTHING"

@@ -60,8 +60,8 @@ def _queue(conn: psycopg.Connection, scope_id: str, queue_id: str | None, field:
         queue_id = str(uuid.UUID(queue_id))
     except ValueError:
         raise Unprocessable("Not a queue id.", fields=[{"field": field, "message": "not a queue id"}]) from None
-    row = conn.execute("SELECT id, slug FROM work_queues WHERE queue_id = %s AND scope_id = %s",
-                       (queue_id, scope_id)).fetchone()
+    row = conn.execute("SELECT id, slug FROM work_queues WHERE queue_id = %s AND scope_id = %s"
+                       " FOR KEY SHARE", (queue_id, scope_id)).fetchone()  # held: the rule naming it is made first
     if row is None:
         raise Unprocessable("The queue a rule names does not exist in this scope.",
                             fields=[{"field": field, "message": "no such queue in this scope"}])
@@ -100,7 +100,7 @@ def create_rule(principal: Principal, scope_id: str, fields: dict[str, Any]) -> 
     tenant_id = require(principal, MANAGE)
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     with db.transaction() as conn:
-        acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE)
+        acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE, hold=True)
         cols = {"priority": 100, "enabled": True, "trigger": "message_published", "conditions": None,
                 **_columns(conn, tenant_id, scope_id, fields)}
         names = ", ".join(cols)

@@ -117,7 +117,7 @@ def register(principal: Principal, scope_id: str, name: str, version: str, schem
     scope_id = parse_id(scope_id, SCOPE_NOT_FOUND)
     _checked(schema)
     with db.transaction() as conn:
-        acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE)
+        acl.load_scope(conn, principal, tenant_id, scope_id, MANAGE, hold=True)
         row = conn.execute(
             f"INSERT INTO work_schemas AS x (scope_id, name, version, schema) VALUES (%s, %s, %s, %s::jsonb)"
             f" ON CONFLICT (scope_id, name, version) DO NOTHING RETURNING {_DOC}",

@@ -94,9 +94,9 @@ def create(principal: Principal, scope_id: str, fields: dict[str, Any]) -> dict[
     secret = _new_secret() if fields.get("delivery_mode") == "push" else None
     with db.transaction() as conn:
         queue_id = parse_id(fields["queue_id"], "SCAIQUEUE_QUEUE_NOT_FOUND")
-        acl.load_scope(conn, principal, tenant_id, scope_id, CONSUME, queue=queue_id)
-        queue = conn.execute("SELECT id FROM work_queues WHERE queue_id = %s AND scope_id = %s",
-                             (queue_id, scope_id)).fetchone()
+        acl.load_scope(conn, principal, tenant_id, scope_id, CONSUME, hold=True, queue=queue_id)
+        queue = conn.execute("SELECT id FROM work_queues WHERE queue_id = %s AND scope_id = %s FOR KEY SHARE",
+                             (queue_id, scope_id)).fetchone()  # held: the subscription naming it is made first
         if queue is None:
             raise Unprocessable("No such queue in this scope.",
                                 fields=[{"field": "queue_id", "message": "no such queue in this scope"}])

@@ -231,7 +231,9 @@ END $$;
 -- one of them is still waiting with the read count and the visibility deadline that receive (or its
 -- last retry) gave it. Once one was deleted, had its visibility changed or was received again, or
 -- after the five minutes, the attempt is spent: it is forgotten and this receive claims afresh
--- (sqs_fifo_claim), its messages then being the attempt's. Retries of one attempt take turns on its row.
+-- (sqs_fifo_claim), its messages then being the attempt's. Receives naming one attempt take turns, by a
+-- lock of the attempt's taken first: a retry sent while the receive it retries still runs (its client
+-- timed out) waits for it and answers its messages, where it found no attempt yet and claimed others.
 DROP FUNCTION IF EXISTS sqs_fifo_attempt(bigint, text, int, float8, int, bigint);
 CREATE OR REPLACE FUNCTION sqs_fifo_attempt(
     p_queue bigint, p_attempt text, p_qty int, p_vt float8, p_max_reads int, p_dlq bigint
@@ -241,6 +243,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     a sqs_receive_attempts;
 BEGIN
+    PERFORM pg_advisory_xact_lock(x'5341'::int, hashtext(p_queue || ':' || p_attempt));  -- "SA"
     -- Forget some attempts past their five minutes (never waiting on a row another receive holds).
     DELETE FROM sqs_receive_attempts WHERE ctid = ANY (ARRAY(
         SELECT ctid FROM sqs_receive_attempts WHERE queue_id = p_queue AND expires_at <= clock_timestamp()
