@@ -92,8 +92,10 @@ def test_a_sweep_with_nothing_expired_walks_only_what_was_sent_before_the_cutoff
         before = conn.execute("SELECT count(*) FROM queue_archive WHERE msg_id <= %s", (max(earlier),)).fetchone()[0]
     walked = _archive_rows_walked()
     # Without the marks the walk reads every archived row of every queue: these 2,000 too. (The plan's
-    # figures are averages per loop, rounded: a few rows of slack.)
-    assert 5 <= walked < before + 1000
+    # figures are averages per loop, rounded to two places: with one loop per queue of the test
+    # database, the 5 stragglers read may show as anything from 0 to a few more; the test of a straggler
+    # kept, below, shows they are read.)
+    assert walked < before + 1000
     assert retention.sweep() == 0
     assert service.queue_metrics(tenant.principal, "fresh")["archived"] == 2005
 

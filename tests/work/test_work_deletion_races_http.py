@@ -57,17 +57,21 @@ def _scope_with_queue(api) -> tuple[str, str]:
     return scope, _ok(api.post(f"{W}/scopes/{scope}/queues", json={"slug": "jobs"}), 201)["id"]
 
 
+def _deletion_among_creations(gateway, api, doomed: str, scope: str, creations: list) -> list:
+    """One DELETE of `doomed` and the creations (path under the scope, body) released together."""
+    return each_at_once([partial(_status, gateway, api.tenant.key, "DELETE", doomed)]
+                        + [partial(_status, gateway, api.tenant.key, "POST", f"{W}/scopes/{scope}{path}", body)
+                           for path, body in creations])
+
+
 @pytest.mark.parametrize("kind", sorted(IN_SCOPE))
 def test_rows_made_in_a_scope_as_it_is_deleted(gateway, api, kind):
     answers: Counter = Counter()
     for _ in range(ROUNDS):
         scope, queue = _scope_with_queue(api)
         _ok(api.post(f"{W}/scopes/{scope}/archive"))
-        creations = [IN_SCOPE[kind](queue) for _ in range(CREATORS)]
-        answers.update(each_at_once(
-            [partial(_status, gateway, api.tenant.key, "DELETE", f"{W}/scopes/{scope}")]
-            + [partial(_status, gateway, api.tenant.key, "POST", f"{W}/scopes/{scope}{path}", body)
-               for path, body in creations]))
+        answers.update(_deletion_among_creations(gateway, api, f"{W}/scopes/{scope}", scope,
+                                                 [IN_SCOPE[kind](queue) for _ in range(CREATORS)]))
     assert answers[("DELETE", 200)] == ROUNDS, answers
     assert set(answers) <= {("DELETE", 200), ("POST", 201), ("POST", 404)}, answers
     assert sum(answers.values()) == ROUNDS * (1 + CREATORS)
@@ -98,11 +102,8 @@ def test_rows_naming_a_queue_made_as_it_is_deleted(gateway, api, kind):
     answers: Counter = Counter()
     for _ in range(ROUNDS):
         queue = _ok(api.post(f"{W}/scopes/{scope}/queues", json={"slug": _name()}), 201)["id"]
-        creations = [NAMING_QUEUE[kind](queue) for _ in range(CREATORS)]
-        answers.update(each_at_once(
-            [partial(_status, gateway, api.tenant.key, "DELETE", f"{W}/scopes/{scope}/queues/{queue}")]
-            + [partial(_status, gateway, api.tenant.key, "POST", f"{W}/scopes/{scope}{path}", body)
-               for path, body in creations]))
+        answers.update(_deletion_among_creations(gateway, api, f"{W}/scopes/{scope}/queues/{queue}", scope,
+                                                 [NAMING_QUEUE[kind](queue) for _ in range(CREATORS)]))
     assert answers[("DELETE", 200)] == ROUNDS, answers
     assert set(answers) <= {("DELETE", 200), ("POST", 201), ("POST", 422)}, answers
     assert sum(answers.values()) == ROUNDS * (1 + CREATORS)
