@@ -25,7 +25,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _start(database_url: str, state: Path, workers: int) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    env = {**os.environ, "DATABASE_URL": database_url}
+    # Pools small enough for the PostgreSQL this test worker shares: the session's POSTBOX_POOL_MAX of
+    # 16, inherited, let each of the server's processes take 16 beside the worker's own connections
+    # ("too many clients" in a clean clone's CI run).
+    env = {**os.environ, "DATABASE_URL": database_url, "POSTBOX_POOL_MAX": "6"}
     proc = subprocess.Popen(
         [sys.executable, "-m", "functions.local.cli", "dev", "--state-dir", str(state), "--port", str(port),
          "--workers", str(workers)],
