@@ -27,7 +27,7 @@ from ..errors import Conflict, Forbidden, NotFound, Unprocessable
 from ..tenancy import Principal, require
 from . import audit
 from .common import MANAGE, SCOPE_NOT_FOUND, as_json, parse_id
-from .gate import CHECKED, ENTER, GATE, GATE_NAMED, guard, load_named_scope, load_scope  # noqa: F401  (the check, used as acl.*)
+from .gate import CHECKED, ENTER, GATE, GATE_NAMED, guard, hold_scope, load_named_scope, load_scope  # noqa: F401  (the check, used as acl.*)
 
 ENTRY_NOT_FOUND = "SCAIQUEUE_ACL_ENTRY_NOT_FOUND"
 ACL_CONFLICT = "SCAIQUEUE_ACL_CONFLICT"
@@ -152,8 +152,7 @@ def add_trust(principal: Principal, scope_id: str, fields: dict[str, Any]) -> di
         load_scope(conn, principal, tenant_id, scope_id, MANAGE, hold=True)
         if target == scope_id:
             raise invalid_field("target_scope_id", "a scope needs no trust to route into itself")
-        if conn.execute("SELECT 1 FROM work_scopes WHERE id = %s AND tenant_id = %s FOR KEY SHARE",  # as `hold`
-                        (target, tenant_id)).fetchone() is None:
+        if not hold_scope(conn, tenant_id, target):
             raise invalid_field("target_scope_id", "no such scope")
         if direction != "inbound":
             load_named_scope(conn, principal, tenant_id, target, MANAGE)

@@ -46,10 +46,16 @@ def load_scope(conn: psycopg.Connection, principal: Principal, tenant_id: str, s
     the new row with the scope (the row's foreign key failed, a 503, when the deletion came between)."""
     with db.domain_errors():
         if hold:
-            conn.execute("SELECT 1 FROM work_scopes WHERE id = %s AND tenant_id = %s FOR KEY SHARE",
-                         (scope_id, tenant_id))
+            hold_scope(conn, tenant_id, scope_id)
         conn.execute(f"SELECT (work_scope_of(%s, %s)).id FROM {GATE} _",
                      (tenant_id, scope_id, guard(principal, tenant_id, scope_id, op, **touches)))
+
+
+def hold_scope(conn: psycopg.Connection, tenant_id: str, scope_id: str) -> bool:
+    """Hold the tenant's scope against deletion until the transaction ends (a row that names it is
+    about to be made); whether it exists."""
+    return conn.execute("SELECT 1 FROM work_scopes WHERE id = %s AND tenant_id = %s FOR KEY SHARE",
+                        (scope_id, tenant_id)).fetchone() is not None
 
 
 def load_named_scope(conn: psycopg.Connection, principal: Principal, tenant_id: str, scope_id: str, op: str, *,
